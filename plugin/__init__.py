@@ -1,0 +1,33 @@
+"""ragmatrix: a pytest plugin that benchmarks the models behind retrieval-augmented generation.
+
+`pytest_plugins = ["plugin"]` in a conftest registers everything below.
+"""
+
+from plugin.fixtures import embedder, judge, llm, record
+from plugin.hooks import (
+    pytest_addoption,
+    pytest_collect_file,
+    pytest_configure,
+    pytest_configure_node,
+    pytest_generate_tests,
+    pytest_pyfunc_call,
+    pytest_report_header,
+    pytest_runtest_makereport,
+)
+from plugin.outcome import Outcome
+
+__all__ = [
+    "Outcome",
+    "embedder",
+    "judge",
+    "llm",
+    "pytest_addoption",
+    "pytest_collect_file",
+    "pytest_configure",
+    "pytest_configure_node",
+    "pytest_generate_tests",
+    "pytest_pyfunc_call",
+    "pytest_report_header",
+    "pytest_runtest_makereport",
+    "record",
+]

@@ -1,0 +1,261 @@
+"""Benchmark cases: find `*_data.yaml`, validate, expand variants, name and key each case.
+
+A data file maps a family name to a list of cases. Each case has `case` (its name), `input`
+and `expected`. Every dict-valued field of `input` is a set of named variants, and a case
+expands into the product of all variant choices, named `case:choice1:choice2` in the order
+the fields appear in the YAML (BioChatter's convention).
+
+Problems never raise out of this module: they are collected as `Problem`s, each a single
+line naming the file, the case and what is wrong, so that one bad file cannot hide the
+results of the others.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from plugin.families import schema_for
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]+$")
+# Metadata a case may carry besides its content; it never changes a result.
+METADATA_FIELDS = {"domain", "tags", "description"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a data file, reported as one line."""
+
+    file: str
+    case: str | None
+    message: str
+    family: str | None = None
+
+    def line(self) -> str:
+        where = f"case '{self.case}'" if self.case else "file"
+        return f"{self.file}: {where}: {self.message}"
+
+
+class GenericCase(BaseModel):
+    """Schema for a family that registers none: input and expected are free mappings."""
+
+    model_config = ConfigDict(extra="forbid")
+    input: dict[str, Any]
+    expected: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One expanded case: the unit a test function receives as `case`."""
+
+    family: str
+    name: str
+    choices: tuple[tuple[str, str], ...]  # (input field, variant name), in YAML order
+    input: Any  # the family schema's validated input (attribute access)
+    expected: Any
+    raw: dict[str, Any] = field(repr=False)  # input and expected as written, variants resolved
+    file: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def variant(self) -> str:
+        return ":".join(choice for _, choice in self.choices)
+
+    @property
+    def id(self) -> str:
+        """`case:choice1:choice2`, the name used in test ids, rows and `-k`."""
+        return ":".join([self.name, *(choice for _, choice in self.choices)])
+
+    def content(self) -> dict[str, Any]:
+        """What goes into the result key. Variant choices are a mapping, so that reordering
+        the variant fields in YAML does not change the key."""
+        return {
+            "case": self.name,
+            "input": self.raw["input"],
+            "expected": self.raw["expected"],
+            "variant": dict(self.choices),
+        }
+
+
+@dataclass
+class Suite:
+    """Every case of every data file, grouped by family, plus what was wrong."""
+
+    cases: dict[str, list[Case]] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    def families_with_problems(self) -> set[str | None]:
+        return {p.family for p in self.problems}
+
+
+def data_files(data_dir: Path) -> list[Path]:
+    return sorted(data_dir.glob("*_data.yaml"))
+
+
+def load_suite(data_dir: Path, known_families: Iterable[str], root: Path | None = None) -> Suite:
+    """Load and expand every `*_data.yaml` under `data_dir`.
+
+    `known_families` are the families that have a test module; a data file naming another
+    family is a problem. Paths in problems are relative to `root`.
+    """
+    known = set(known_families)
+    suite = Suite()
+    first_seen: dict[tuple[str, str], str] = {}
+    for path in data_files(data_dir):
+        rel = _relative(path, root)
+        suite.files.append(rel)
+        for family, raw_case, problem in _read_file(path, rel, known):
+            if problem is not None:
+                suite.problems.append(problem)
+                continue
+            assert family is not None and raw_case is not None
+            name = raw_case.get("case")
+            if isinstance(name, str) and (family, name) in first_seen:
+                suite.problems.append(
+                    Problem(rel, name, f"duplicate case name (first in {first_seen[(family, name)]})", family)
+                )
+                continue
+            expanded, problem = expand_case(family, raw_case, rel)
+            if problem is not None:
+                suite.problems.append(problem)
+                continue
+            first_seen[(family, name)] = rel
+            suite.cases.setdefault(family, []).extend(expanded)
+    return suite
+
+
+def _relative(path: Path, root: Path | None) -> str:
+    if root is not None:
+        try:
+            return path.resolve().relative_to(root.resolve()).as_posix()
+        except ValueError:
+            pass
+    return path.name
+
+
+def _read_file(
+    path: Path, rel: str, known: set[str]
+) -> Iterable[tuple[str | None, dict[str, Any] | None, Problem | None]]:
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        reason = getattr(error, "problem", None) or str(error).splitlines()[0]
+        yield None, None, Problem(rel, None, f"{where}YAML syntax error: {reason}")
+        return
+    except OSError as error:
+        yield None, None, Problem(rel, None, f"cannot read file: {error.strerror}")
+        return
+    if document is None:
+        return
+    if not isinstance(document, dict):
+        yield None, None, Problem(rel, None, "top level must map a family name to a list of cases")
+        return
+    for family, cases in document.items():
+        if str(family).startswith("_"):
+            continue  # a holder for YAML anchors
+        if family not in known:
+            choices = ", ".join(sorted(known)) or "none"
+            yield (
+                None,
+                None,
+                Problem(rel, None, f"unknown family '{family}' (no benchmark/test_{family}.py; known: {choices})"),
+            )
+            continue
+        if not isinstance(cases, list):
+            yield None, None, Problem(rel, None, f"'{family}' must hold a list of cases", family)
+            continue
+        for index, raw_case in enumerate(cases):
+            if not isinstance(raw_case, dict):
+                yield None, None, Problem(rel, f"#{index + 1}", "a case must be a mapping", family)
+                continue
+            name = raw_case.get("case")
+            if not isinstance(name, str) or not name:
+                yield None, None, Problem(rel, f"#{index + 1}", "missing field 'case' (the case name)", family)
+                continue
+            if not NAME_PATTERN.match(name):
+                yield (
+                    None,
+                    None,
+                    Problem(rel, name, "case names may use only letters, digits, '_', '.' and '-'", family),
+                )
+                continue
+            yield family, raw_case, None
+
+
+def expand_case(family: str, raw: dict[str, Any], file: str) -> tuple[list[Case], Problem | None]:
+    """Expand one raw case into its variants and validate each against the family schema."""
+    name = raw["case"]
+
+    def problem(message: str) -> tuple[list[Case], Problem]:
+        return [], Problem(file, name, message, family)
+
+    for required in ("input", "expected"):
+        if required not in raw:
+            return problem(f"missing field '{required}'")
+    unknown = set(raw) - {"case", "input", "expected"} - METADATA_FIELDS
+    if unknown:
+        return problem(f"unknown field(s) {', '.join(sorted(unknown))}")
+    raw_input = raw["input"]
+    if not isinstance(raw_input, dict):
+        return problem("'input' must be a mapping")
+
+    schema = schema_for(family) or GenericCase
+    # A family may declare input fields whose mappings are plain values, not variant sets.
+    plain_fields: set[str] = set(getattr(schema, "plain_input_fields", ()))
+    variant_fields: list[tuple[str, list[str]]] = []
+    for key, value in raw_input.items():
+        if isinstance(value, dict) and key not in plain_fields:
+            if not value:
+                return problem(f"input.{key}: empty variant dict (give at least one named variant)")
+            bad = [str(choice) for choice in value if not NAME_PATTERN.match(str(choice))]
+            if bad:
+                return problem(f"input.{key}: variant name '{bad[0]}' may use only letters, digits, '_', '.', '-'")
+            variant_fields.append((key, list(value)))
+
+    metadata = {k: raw[k] for k in METADATA_FIELDS if k in raw}
+    expanded: list[Case] = []
+    for combination in itertools.product(*(choices for _, choices in variant_fields)):
+        choices = tuple((fname, str(choice)) for (fname, _), choice in zip(variant_fields, combination, strict=True))
+        resolved = dict(raw_input)
+        for fname, choice in zip((f for f, _ in variant_fields), combination, strict=True):
+            resolved[fname] = raw_input[fname][choice]
+        content = {"input": resolved, "expected": raw["expected"]}
+        try:
+            validated = schema.model_validate(content)
+        except ValidationError as error:
+            return problem(_first_error(error))
+        expanded.append(
+            Case(
+                family=family,
+                name=name,
+                choices=choices,
+                input=validated.input,
+                expected=validated.expected,
+                raw=content,
+                file=file,
+                metadata=metadata,
+            )
+        )
+    return expanded, None
+
+
+def _first_error(error: ValidationError) -> str:
+    """Pydantic's first error as `input.fragments: field required`, without its URL."""
+    first = error.errors()[0]
+    location = ".".join(str(part) for part in first["loc"])
+    message = first["msg"]
+    if first["type"] == "missing":
+        message = "missing field"
+    more = len(error.errors()) - 1
+    suffix = f" (and {more} more)" if more else ""
+    return f"{location}: {message}{suffix}"

@@ -1,0 +1,48 @@
+"""The fixtures a benchmark test takes: a model of the kind it needs, and `record`.
+
+`llm`, `embedder` and `judge` are parametrized indirectly by the plugin with model specs;
+the model itself is built here, once per process, when the first test that needs it runs,
+never at collection.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from plugin.runner import Recorder
+from plugin.session import get_state
+
+
+def _build(request: pytest.FixtureRequest) -> Any:
+    spec = getattr(request, "param", None)
+    if spec is None:
+        pytest.fail(
+            f"'{request.fixturename}' is parametrized only in benchmark/test_<family>.py modules", pytrace=False
+        )
+    return get_state(request.config).registry.build(spec)
+
+
+@pytest.fixture
+def llm(request: pytest.FixtureRequest) -> Any:
+    """An LLM from models.yaml (a `ChatModel`)."""
+    return _build(request)
+
+
+@pytest.fixture
+def embedder(request: pytest.FixtureRequest) -> Any:
+    """An embedding model from models.yaml (an `Embedder`)."""
+    return _build(request)
+
+
+@pytest.fixture
+def judge(request: pytest.FixtureRequest) -> Any:
+    """Any model that can compare: an LLM or an embedder."""
+    return _build(request)
+
+
+@pytest.fixture
+def record() -> Recorder:
+    """Call `record(outcome)` once per iteration with the scored outcome."""
+    return Recorder()

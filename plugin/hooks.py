@@ -1,0 +1,269 @@
+"""The pytest hooks of ragmatrix: a thin layer over the modules that do the work.
+
+- options and the session header;
+- collection: data files report their problems, test modules are parametrized over
+  model x case, and items whose result is stored are skipped as `cached`;
+- running: iterations and recording (`plugin.runner`);
+- the end: compaction of the store and the leaderboard, by the controller only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plugin import runner
+from plugin.cache import set_cache_dir
+from plugin.leaderboard import render, summarise
+from plugin.models import aio
+from plugin.models.client import ModelError
+from plugin.models.spec import ModelsFileError
+from plugin.session import MODEL_FIXTURES, STATE_KEY, BenchmarkState, get_state
+
+_HELP_MODELS = "comma-separated model ids from benchmark/models.yaml to run (default: all available)"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("ragmatrix", "ragmatrix benchmark")
+    group.addoption("--run-all", action="store_true", help="rerun every item, replacing stored results")
+    group.addoption("--models", default=None, help=_HELP_MODELS)
+    group.addoption("--iterations", type=int, default=None, help="repeat each item N times (default 1)")
+    group.addoption("--results-dir", default=None, help="read and write results here (default benchmark/results)")
+    group.addoption(
+        "--no-response-cache",
+        action="store_true",
+        help="ask the models again instead of replaying cached responses",
+    )
+    parser.addini("benchmark_dir", "folder holding test_<family>.py, models.yaml and data/", default="benchmark")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    root = config.rootpath
+    benchmark_dir = root / str(config.getini("benchmark_dir"))
+    results_option = config.getoption("--results-dir")
+    results_dir = (
+        (config.invocation_params.dir / results_option).resolve() if results_option else benchmark_dir / "results"
+    )
+    iterations = config.getoption("--iterations") or 1
+    if iterations < 1:
+        raise pytest.UsageError("--iterations must be at least 1")
+    wanted = config.getoption("--models")
+    state = BenchmarkState(
+        root=root,
+        benchmark_dir=benchmark_dir,
+        results_dir=results_dir,
+        run_all=bool(config.getoption("--run-all")),
+        iterations=iterations,
+        wanted_models=[m.strip() for m in wanted.split(",") if m.strip()] if wanted else None,
+        use_cache=not config.getoption("--no-response-cache"),
+    )
+    state.registry.use_cache = state.use_cache
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "ragmatrix_models" in workerinput:
+        state.given_models = workerinput["ragmatrix_models"]
+    set_cache_dir(root / ".benchmark_cache")
+    config.stash[STATE_KEY] = state
+    config.pluginmanager.register(SessionEnd(state, controller=workerinput is None), "ragmatrix-session-end")
+    config.addinivalue_line(
+        "markers", "cases(where): run a benchmark test only on the cases for which where(case) is true"
+    )
+    if _selected(config):
+        try:
+            state.models  # noqa: B018 - decide the matrix now, so a bad models.yaml stops the run at once
+        except ModelsFileError as error:
+            raise pytest.UsageError(str(error)) from None
+
+
+def _selected(config: pytest.Config) -> bool:
+    state = get_state(config)
+    return state.benchmark_dir.is_dir() and state.selects_benchmark([str(a) for a in config.args])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist: hand each worker the controller's choice of models, so all agree on the matrix."""
+    config = node.config
+    if _selected(config):
+        models = get_state(config).models
+        node.workerinput["ragmatrix_models"] = {
+            "available": [m.id for m in models.available],
+            "left_out": models.left_out,
+        }
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    if not _selected(config):
+        return None
+    state = get_state(config)
+    models = state.models
+    lines = [
+        "ragmatrix: models: " + (", ".join(f"{m.id} ({m.kind})" for m in models.available) or "none"),
+        f"ragmatrix: results: {_shown(state.results_dir, state.root)}, iterations: {state.iterations}"
+        + (", --run-all" if state.run_all else ""),
+    ]
+    lines += [f"ragmatrix: left out {model}: {reason}" for model, reason in models.left_out.items()]
+    return lines
+
+
+def _shown(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+# --- collection ---------------------------------------------------------------------------
+
+
+class DataProblems(Exception):
+    pass
+
+
+class DataFile(pytest.File):
+    """A `*_data.yaml` file: it holds no tests, but it is where its problems are reported."""
+
+    def collect(self) -> list[pytest.Item]:
+        state = get_state(self.config)
+        relative = _shown(self.path, state.root)
+        state.collected_data_files.add(relative)
+        problems = [p.line() for p in state.suite.problems if p.file == relative]
+        if problems:
+            raise DataProblems("\n".join(problems))
+        return []
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, DataProblems):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    state = parent.config.stash.get(STATE_KEY, None)
+    if state is None or not file_path.name.endswith("_data.yaml"):
+        return None
+    if file_path.parent.resolve() != state.data_dir.resolve():
+        return None
+    return DataFile.from_parent(parent, path=file_path)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    state = metafunc.config.stash.get(STATE_KEY, None)
+    if state is None or "case" not in metafunc.fixturenames:
+        return
+    family = state.family_of(Path(metafunc.module.__file__))
+    kinds = [k for k in MODEL_FIXTURES if k in metafunc.fixturenames]
+    if family is None or not kinds:
+        return
+    if len(kinds) > 1:
+        pytest.fail(
+            f"{metafunc.function.__name__}: take one of {', '.join(MODEL_FIXTURES)}, not several", pytrace=False
+        )
+    scoring_version = getattr(metafunc.module, "SCORING_VERSION", None)
+    if scoring_version is None:
+        pytest.fail(f"{metafunc.module.__name__}: a benchmark module must define SCORING_VERSION", pytrace=False)
+    kind = kinds[0]
+    cases = state.suite.cases.get(family, [])
+    marker = metafunc.definition.get_closest_marker("cases")
+    if marker is not None:
+        # A keyword, not a positional argument: pytest.mark.x(callable) would decorate it.
+        predicate = marker.kwargs["where"]
+        cases = [c for c in cases if predicate(c)]
+    test = metafunc.function.__name__
+    params = []
+    for spec in state.models.of_kind(kind):
+        for case in cases:
+            marks = [pytest.mark.xdist_group(spec.id)]
+            if state.item_key(family, test, spec, case, scoring_version) in state.completed_keys:
+                marks.append(pytest.mark.skip(reason="cached"))
+            params.append(pytest.param(spec, case, id=f"{spec.id}-{case.id}", marks=marks))
+    if not params:
+        reason = f"no {kind} in the matrix (see the session header)" if cases else f"no {family} cases"
+        params = [pytest.param(None, None, id=f"no-{kind}", marks=pytest.mark.skip(reason=reason))]
+    metafunc.parametrize([kind, "case"], params, indirect=[kind])
+
+
+# --- running ------------------------------------------------------------------------------
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    state = pyfuncitem.config.stash.get(STATE_KEY, None)
+    plan = runner.plan_for(pyfuncitem, state) if state is not None else None
+    if plan is None:
+        return None
+    runner.run_item(pyfuncitem, plan, state)
+    return True
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    outcome = yield
+    report = outcome.get_result()
+    error = call.excinfo.value if call.excinfo is not None else None
+    if isinstance(error, ModelError | runner.ModelFailure):
+        report.longrepr = str(error)  # one line, not a traceback wall
+        state = item.config.stash.get(STATE_KEY, None)
+        if call.when == "setup" and isinstance(error, ModelError) and state is not None:
+            plan = runner.plan_for(item, state)
+            if plan is not None:
+                runner.record_setup_error(plan, state, str(error))
+
+
+# --- the end ------------------------------------------------------------------------------
+
+
+class SessionEnd:
+    """Hooks that need the run's state: registered per config in `pytest_configure`."""
+
+    def __init__(self, state: BenchmarkState, controller: bool) -> None:
+        self.state = state
+        self.controller = controller
+        self.prefix = _shown(state.benchmark_dir, state.root) + "/"
+        self.store_notes: list[str] = []
+        self.unreported: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # Runs in the controller under xdist too: it is how the controller learns that
+        # benchmark items were part of this session.
+        if report.nodeid.startswith(self.prefix):
+            self.state.saw_benchmark_items = True
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        state = self.state
+        state.registry.close()
+        aio.close()
+        if not (self.controller and state.saw_benchmark_items):
+            return
+        suite = state.suite
+        current = {family: {c.id for c in cases} for family, cases in suite.cases.items()}
+        for family in state.store.families():
+            # Rows of a case deleted from the YAML are dropped, but only when every data file
+            # loaded cleanly: a typo must not delete results.
+            keep = None
+            if not suite.problems and family in state.known_families():
+                ids = current.get(family, set())
+                keep = lambda row, ids=ids: row.get("item") in ids  # noqa: E731
+            self.store_notes += state.store.compact(family, keep).problems
+        self.unreported = [p.line() for p in suite.problems if p.file not in state.collected_data_files]
+        if self.unreported and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not (self.controller and self.state.saw_benchmark_items):
+            return
+        state = self.state
+        write = terminalreporter.write_line
+        terminalreporter.section("ragmatrix leaderboard")
+        for line in self.unreported:
+            write(f"case problem: {line}", red=True)
+        for note in self.store_notes:
+            write(f"store: {note}", yellow=True)
+        rows = {family: loaded.rows for family, loaded in state.store.load_all().items()}
+        lines, notes = summarise(rows)
+        for note in notes:
+            write(f"note: {note}", yellow=True)
+        for text in render(lines).splitlines() if lines else ["no results yet"]:
+            write(text)
+        write(f"results: {_shown(state.results_dir, state.root)}")

@@ -1,0 +1,107 @@
+"""Chat (and later embeddings) through litellm: any API, or any OpenAI-compatible server.
+
+litellm is imported lazily, with its local cost map, so that collection and cached runs never
+pay for it. Its own retries and the OpenAI SDK's are turned off: retrying happens in one
+place (`plugin.models.client`), where 429s stay visible to the limiter.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from plugin.models.client import Failure, is_retryable_status, parse_retry_after
+from plugin.models.spec import ModelSpec, expand_env
+from plugin.secrets import redact
+
+NO_KEY = "no-key"  # OpenAI-compatible servers often need none, but the SDK insists on one
+
+
+def import_litellm() -> Any:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    litellm.telemetry = False
+    return litellm
+
+
+class LitellmChat:
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+        self.litellm = import_litellm()
+
+    def _connection(self) -> dict[str, Any]:
+        connection: dict[str, Any] = {}
+        base = self.spec.resolved_api_base()
+        if base:
+            connection["api_base"] = base
+            connection["api_key"] = NO_KEY
+        if self.spec.api_key_env:
+            connection["api_key"] = os.environ.get(self.spec.api_key_env, "")
+        return connection
+
+    async def complete(
+        self, messages: list[dict[str, str]], timeout: float
+    ) -> tuple[str, dict[str, Any], float | None]:
+        """The answer text, token usage and cost (None when litellm cannot price the model)."""
+        response = await self.litellm.acompletion(
+            model=expand_env(str(self.spec.litellm)),
+            messages=messages,
+            timeout=timeout,
+            num_retries=0,
+            max_retries=0,
+            **self._connection(),
+            **self.spec.params,
+        )
+        choices = getattr(response, "choices", None) or []
+        # An empty choice list or a null message is the model's garbage, not a transport
+        # failure: the answer is empty and the family scores it as invalid.
+        text = ""
+        if choices:
+            message = getattr(choices[0], "message", None)
+            text = getattr(message, "content", None) or ""
+        usage = getattr(response, "usage", None)
+        usage_dict = {
+            "prompt_tokens": getattr(usage, "prompt_tokens", 0) or 0,
+            "completion_tokens": getattr(usage, "completion_tokens", 0) or 0,
+        }
+        return text, usage_dict, self._cost(response)
+
+    def _cost(self, response: Any) -> float | None:
+        try:
+            cost = self.litellm.completion_cost(completion_response=response)
+        except Exception:  # litellm raises for any model it has no price for
+            return None
+        return float(cost) if cost else None
+
+    def classify(self, error: BaseException) -> Failure:
+        status = getattr(error, "status_code", None)
+        name = type(error).__name__
+        message = redact(f"{name}: {_first_line(str(error))}", tuple(self.spec.requires_env))
+        if status is not None:
+            message = f"HTTP {status} {message}"
+        transport = name in {"Timeout", "APIConnectionError", "ServiceUnavailableError", "InternalServerError"}
+        retryable = is_retryable_status(status) or (status is None and transport)
+        return Failure(message, retryable=retryable, retry_after=_retry_after(error))
+
+
+def _retry_after(error: BaseException) -> float | None:
+    for headers in (
+        getattr(getattr(error, "response", None), "headers", None),
+        getattr(error, "litellm_response_headers", None),
+        getattr(error, "headers", None),
+    ):
+        if headers is not None:
+            try:
+                value = headers.get("retry-after")
+            except AttributeError:
+                continue
+            if value is not None:
+                return parse_retry_after(value)
+    return None
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line[:limit]

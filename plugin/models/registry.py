@@ -1,0 +1,68 @@
+"""Builds each model of the matrix once per process, when the first test that needs it runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plugin.models.client import ModelError
+from plugin.models.spec import ModelSpec
+from plugin.secrets import redact
+
+
+class Registry:
+    def __init__(self, use_cache: bool = True) -> None:
+        self.use_cache = use_cache
+        self._built: dict[str, Any] = {}
+        self._failed: dict[str, str] = {}
+        self._response_cache: Any = None
+
+    def build(self, spec: ModelSpec) -> Any:
+        if spec.id in self._built:
+            return self._built[spec.id]
+        if spec.id in self._failed:  # do not retry a load that failed for every test
+            raise ModelError(self._failed[spec.id])
+        try:
+            model = self._construct(spec)
+        except ModelError:
+            raise
+        except Exception as error:
+            message = redact(f"cannot load model '{spec.id}': {type(error).__name__}: {error}".splitlines()[0])
+            self._failed[spec.id] = message
+            raise ModelError(message) from error
+        self._built[spec.id] = model
+        return model
+
+    def _construct(self, spec: ModelSpec) -> Any:
+        if spec.kind == "llm":
+            from plugin.models.chat import ChatModel
+            from plugin.models.litellm_provider import LitellmChat
+
+            return ChatModel(spec, LitellmChat(spec), self.response_cache())
+        if spec.builtin == "bow":
+            from plugin.models.lexical import HashingBagOfWords
+
+            return HashingBagOfWords(spec)
+        if spec.sentence_transformers:
+            from plugin.models.sentence_transformers_provider import SentenceTransformerEmbedder
+
+            return SentenceTransformerEmbedder(spec)
+        raise ModelError(f"model '{spec.id}': no backend for {spec.provider} {spec.kind}s yet")
+
+    def response_cache(self) -> Any:
+        if not self.use_cache:
+            return None
+        if self._response_cache is None:
+            from plugin.cache import SqliteCache
+
+            self._response_cache = SqliteCache("responses")
+        return self._response_cache
+
+    def close(self) -> None:
+        for model in self._built.values():
+            close = getattr(model, "close", None)
+            if close is not None:
+                close()
+        self._built.clear()
+        if self._response_cache is not None:
+            self._response_cache.close()
+            self._response_cache = None

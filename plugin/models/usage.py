@@ -1,0 +1,46 @@
+"""Per-item context for model calls: which sample is being drawn, and what it cost."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Usage:
+    """Calls and tokens of one benchmark item. Cost stays unknown (None) unless every priced
+    call could be priced: a partial sum would look like a real total."""
+
+    calls: int = 0
+    cached_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = 0.0
+
+    def add(self, usage: dict[str, Any] | None, cost: float | None, cached: bool) -> None:
+        self.calls += 1
+        self.cached_calls += int(cached)
+        usage = usage or {}
+        self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+        self.completion_tokens += int(usage.get("completion_tokens") or 0)
+        if cost is None or self.cost_usd is None:
+            self.cost_usd = None
+        else:
+            self.cost_usd += cost
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "calls": self.calls,
+            "cached_calls": self.cached_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
+        if self.cost_usd is not None and self.calls:
+            data["cost_usd"] = round(self.cost_usd, 8)
+        return data
+
+
+# The iteration being run: the response cache keys on it, so iteration 2 is a fresh sample.
+current_sample: ContextVar[int] = ContextVar("current_sample", default=0)
+current_usage: ContextVar[Usage | None] = ContextVar("current_usage", default=None)

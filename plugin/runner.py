@@ -1,0 +1,139 @@
+"""Running one benchmark item: its iterations, and the row that records them.
+
+A test function reads like a sentence and calls `record(outcome)` once. The runner calls it
+once per iteration, turns model errors into error entries (never scores), and appends one row
+to the store when the item is done, so a run killed later loses nothing already recorded.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from plugin.models.client import ModelError
+from plugin.models.usage import Usage, current_sample, current_usage
+from plugin.outcome import Outcome
+from plugin.secrets import redact
+from plugin.session import MODEL_FIXTURES, BenchmarkState
+
+
+class ModelFailure(Exception):
+    """Raised after recording, so pytest reports the item as failed with one line."""
+
+
+@dataclass(frozen=True)
+class ItemPlan:
+    """What identifies a benchmark item and its result."""
+
+    family: str
+    test: str
+    model: Any  # ModelSpec
+    case: Any  # Case
+    key: str
+    scoring_version: int | str
+
+
+class Recorder:
+    """The `record` fixture: the test hands it the outcome of the current iteration."""
+
+    def __init__(self) -> None:
+        self.outcome: Outcome | None = None
+
+    def __call__(self, outcome: Outcome) -> None:
+        if not isinstance(outcome, Outcome):
+            raise TypeError(f"record() takes an Outcome, not {type(outcome).__name__}")
+        if self.outcome is not None:
+            raise RuntimeError("record() was called twice in one iteration")
+        self.outcome = outcome
+
+
+def plan_for(item: pytest.Item, state: BenchmarkState) -> ItemPlan | None:
+    callspec = getattr(item, "callspec", None)
+    module = getattr(item, "module", None)
+    if callspec is None or module is None or "case" not in callspec.params:
+        return None
+    family = state.family_of(module.__file__)
+    kinds = [k for k in MODEL_FIXTURES if k in callspec.params]
+    if family is None or not kinds:
+        return None
+    spec, case = callspec.params[kinds[0]], callspec.params["case"]
+    scoring_version = module.SCORING_VERSION
+    test = item.originalname  # type: ignore[attr-defined]
+    key = state.item_key(family, test, spec, case, scoring_version)
+    return ItemPlan(family, test, spec, case, key, scoring_version)
+
+
+def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> None:
+    recorder: Recorder | None = item.funcargs.get("record")  # type: ignore[assignment]
+    if recorder is None:
+        raise pytest.UsageError(f"{item.nodeid}: a benchmark test must take the `record` fixture")
+    arguments = {name: item.funcargs[name] for name in item._fixtureinfo.argnames}
+    usage = Usage()
+    entries: list[dict[str, Any]] = []
+    crash: BaseException | None = None
+    started = time.perf_counter()
+    for iteration in range(state.iterations):
+        recorder.outcome = None
+        sample_token, usage_token = current_sample.set(iteration), current_usage.set(usage)
+        began = time.perf_counter()
+        try:
+            item.obj(**arguments)
+            if recorder.outcome is None:
+                raise RuntimeError("the test finished without calling record()")
+            entry = recorder.outcome.to_json()
+        except ModelError as error:
+            entry = {"error": redact(str(error))}
+        except Exception as error:  # a bug in scoring: record it, then let pytest show it
+            entry = {"error": redact(f"{type(error).__name__}: {error}")}
+            crash = error
+        finally:
+            current_sample.reset(sample_token)
+            current_usage.reset(usage_token)
+        entry["duration_s"] = round(time.perf_counter() - began, 4)
+        entries.append(entry)
+        if crash is not None:
+            break
+    row = build_row(plan, entries, usage, time.perf_counter() - started)
+    state.store.append(plan.family, row)
+    if crash is not None:
+        raise crash
+    errors = [e["error"] for e in entries if "error" in e]
+    if errors:
+        raise ModelFailure(f"model error in {len(errors)} of {len(entries)} iteration(s): {errors[0]}")
+
+
+def record_setup_error(plan: ItemPlan, state: BenchmarkState, message: str) -> None:
+    """A model that could not even be built: one error row, so the failure is on record."""
+    row = build_row(plan, [{"error": redact(message)}], Usage(), 0.0)
+    state.store.append(plan.family, row)
+
+
+def build_row(plan: ItemPlan, entries: list[dict[str, Any]], usage: Usage, duration: float) -> dict[str, Any]:
+    errors = sum(1 for e in entries if "error" in e)
+    scored = [e for e in entries if "error" not in e]
+    scores = [e["score"] for e in scored if e.get("score") is not None]
+    ok = errors == 0 and len(scored) > 0
+    return {
+        "key": plan.key,
+        "family": plan.family,
+        "test": plan.test,
+        "model": plan.model.id,
+        "case": plan.case.name,
+        "variant": plan.case.variant,
+        "item": plan.case.id,
+        "scoring_version": plan.scoring_version,
+        "status": "ok" if ok else "error",
+        # An item with any error has no score: a partial mean would hide the failure.
+        "score": (sum(scores) / len(scores)) if ok and scores else None,
+        "iterations": entries,
+        "n_iterations": len(entries),
+        "errors": errors,
+        "invalid": sum(1 for e in scored if e.get("valid") is False),
+        "usage": usage.to_json(),
+        "duration_s": round(duration, 4),
+        "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }

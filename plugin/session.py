@@ -1,0 +1,109 @@
+"""The state of one benchmark run: where things are, which models and cases, what is stored.
+
+Everything is loaded lazily, so `pytest tests` never reads the benchmark, and a fully
+cached `pytest benchmark` reads YAML and JSONL but never builds a model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plugin.cases import Case, Suite, load_suite
+from plugin.keys import result_key
+from plugin.models.registry import Registry
+from plugin.models.spec import ModelSet, ModelSpec, load_models, select_models
+from plugin.store import ResultStore
+
+STATE_KEY = pytest.StashKey["BenchmarkState"]()
+MODEL_FIXTURES = ("llm", "embedder", "judge")
+
+
+@dataclass
+class BenchmarkState:
+    root: Path
+    benchmark_dir: Path
+    results_dir: Path
+    run_all: bool = False
+    iterations: int = 1
+    wanted_models: list[str] | None = None
+    use_cache: bool = True
+    # Set on xdist workers from what the controller decided, so every process sees one matrix.
+    given_models: dict[str, Any] | None = None
+    registry: Registry = field(default_factory=Registry)
+    saw_benchmark_items: bool = False
+    collected_data_files: set[str] = field(default_factory=set)
+    _models: ModelSet | None = None
+    _suite: Suite | None = None
+    _completed: set[str] | None = None
+
+    @property
+    def store(self) -> ResultStore:
+        return ResultStore(self.results_dir)
+
+    @property
+    def data_dir(self) -> Path:
+        return self.benchmark_dir / "data"
+
+    def known_families(self) -> list[str]:
+        return sorted(p.stem[len("test_") :] for p in self.benchmark_dir.glob("test_*.py"))
+
+    def family_of(self, module_path: Path) -> str | None:
+        """The family a benchmark test module checks, from its name `test_<family>.py`."""
+        path = Path(module_path)
+        if path.parent.resolve() != self.benchmark_dir.resolve() or not path.stem.startswith("test_"):
+            return None
+        return path.stem[len("test_") :]
+
+    def selects_benchmark(self, args: list[str]) -> bool:
+        """Does this invocation collect anything under the benchmark folder?"""
+        bench = self.benchmark_dir.resolve()
+        for arg in args:
+            path = (self.root / arg.split("::")[0]).resolve() if not Path(arg).is_absolute() else Path(arg)
+            path = path.resolve()
+            if path == bench or bench in path.parents or path in bench.parents:
+                return True
+        return False
+
+    @property
+    def models(self) -> ModelSet:
+        if self._models is None:
+            if self.given_models is not None:
+                specs = {s.id: s for s in load_models(self.benchmark_dir / "models.yaml")}
+                self._models = ModelSet(
+                    available=[specs[i] for i in self.given_models["available"]],
+                    left_out=dict(self.given_models["left_out"]),
+                )
+            else:
+                specs_list = load_models(self.benchmark_dir / "models.yaml")
+                self._models = select_models(specs_list, self.wanted_models)
+        return self._models
+
+    @property
+    def suite(self) -> Suite:
+        if self._suite is None:
+            self._suite = load_suite(self.data_dir, self.known_families(), root=self.root)
+        return self._suite
+
+    @property
+    def completed_keys(self) -> set[str]:
+        if self._completed is None:
+            self._completed = set() if self.run_all else self.store.completed_keys()
+        return self._completed
+
+    def item_key(self, family: str, test: str, spec: ModelSpec, case: Case, scoring_version: int | str) -> str:
+        return result_key(
+            family=family,
+            test=test,
+            case=case.content(),
+            scoring_version=scoring_version,
+            model=spec.output_fingerprint(),
+            iterations=self.iterations,
+        )
+
+
+def get_state(config: pytest.Config) -> BenchmarkState:
+    return config.stash[STATE_KEY]

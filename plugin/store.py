@@ -1,0 +1,135 @@
+"""The result store: one JSONL file per family, append-only under a file lock.
+
+Rows are JSON objects with sorted keys, one per line. Writers (xdist workers included)
+append under a lock; a process killed mid-write leaves at worst a torn last line, which
+loading ignores and reports. At session end the controller compacts each file: the newest
+row per (test, model, item) wins, rows are sorted, and the file is replaced atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+Row = dict[str, Any]
+
+
+def identity(row: Row) -> tuple[str, str, str]:
+    """What a row is a result of. A newer row with the same identity replaces an older one."""
+    return (row.get("test", ""), row.get("model", ""), row.get("item", ""))
+
+
+def sort_key(row: Row) -> tuple[str, str, str]:
+    return (row.get("model", ""), row.get("test", ""), row.get("item", ""))
+
+
+@dataclass
+class Loaded:
+    rows: list[Row] = field(default_factory=list)
+    # one line each: "results/x.jsonl: line 7 is torn or not JSON (ignored)"
+    problems: list[str] = field(default_factory=list)
+
+
+class ResultStore:
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+
+    def path(self, family: str) -> Path:
+        return self.directory / f"{family}.jsonl"
+
+    def _lock(self, family: str) -> FileLock:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(self.directory / f".{family}.jsonl.lock"))
+
+    def families(self) -> list[str]:
+        if not self.directory.is_dir():
+            return []
+        return sorted(path.stem for path in self.directory.glob("*.jsonl"))
+
+    def load(self, family: str) -> Loaded:
+        """Every parseable row, in append order. Unparseable lines are reported, not fatal."""
+        loaded = Loaded()
+        path = self.path(family)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return loaded
+        for number, line in enumerate(data.split(b"\n"), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError:
+                row = None
+            if not isinstance(row, dict):
+                loaded.problems.append(f"{path.name}: line {number} is torn or not JSON (ignored)")
+                continue
+            loaded.rows.append(row)
+        return loaded
+
+    def load_all(self) -> dict[str, Loaded]:
+        return {family: self.load(family) for family in self.families()}
+
+    def completed_keys(self) -> set[str]:
+        """Keys of rows that hold a result. Error rows are not results, so they rerun."""
+        keys: set[str] = set()
+        for loaded in self.load_all().values():
+            keys.update(row["key"] for row in loaded.rows if row.get("status") == "ok" and "key" in row)
+        return keys
+
+    def append(self, family: str, row: Row) -> None:
+        line = (json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+        path = self.path(family)
+        with self._lock(family):
+            with open(path, "ab") as handle:
+                # A writer killed mid-line leaves no newline at the end; start on a fresh line so
+                # the torn fragment stays one bad line instead of corrupting this row too.
+                if handle.tell() > 0 and not _ends_with_newline(path):
+                    line = b"\n" + line
+                handle.write(line)
+
+    def compact(self, family: str, keep: Callable[[Row], bool] | None = None) -> Loaded:
+        """Rewrite a family's file: newest row per identity, sorted, atomically replaced.
+
+        `keep` drops rows that no longer belong (a case deleted from the YAML). Returns what
+        was loaded, with the problems found.
+        """
+        path = self.path(family)
+        with self._lock(family):
+            loaded = self.load(family)
+            if not path.exists():
+                return loaded
+            newest: dict[tuple[str, str, str], Row] = {}
+            for row in loaded.rows:
+                newest[identity(row)] = row
+            rows = sorted((r for r in newest.values() if keep is None or keep(r)), key=sort_key)
+            _atomic_write(path, (json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows))
+        return loaded
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
+
+
+def _atomic_write(path: Path, lines: Iterable[str]) -> None:
+    """Write to a temporary file beside `path`, then rename it over `path`: readers see the
+    old file or the new one, never half of either."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.writelines(lines)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
