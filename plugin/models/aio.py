@@ -8,6 +8,7 @@ instead of being bound to a loop that `asyncio.run` has already closed.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -27,8 +28,22 @@ def run(coroutine: Coroutine[Any, Any, T]) -> T:
 
 
 def close() -> None:
+    """Close the HTTP clients and finish background tasks, then the loop, as asyncio.run
+    would: client libraries leak sessions and warn about destroyed tasks otherwise."""
     global _loop
-    if _loop is not None and not _loop.is_closed():
-        _loop.run_until_complete(_loop.shutdown_asyncgens())
-        _loop.close()
+    if _loop is None or _loop.is_closed():
+        _loop = None
+        return
+    if "litellm" in sys.modules:  # only if a model call imported it
+        try:
+            _loop.run_until_complete(sys.modules["litellm"].close_litellm_async_clients())
+        except Exception:  # cleanup is best effort: the run's results are already stored
+            pass
+    pending = [task for task in asyncio.all_tasks(_loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        _loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    _loop.run_until_complete(_loop.shutdown_asyncgens())
+    _loop.close()
     _loop = None

@@ -23,6 +23,9 @@ def import_litellm() -> Any:
 
     litellm.suppress_debug_info = True
     litellm.telemetry = False
+    # Embedding calls ignore max_retries=0 and fall back to this default; retries belong to
+    # plugin.models.client alone.
+    litellm.DEFAULT_MAX_RETRIES = 0
     return litellm
 
 

@@ -9,8 +9,9 @@ error handling of the real client stack is exercised end to end.
     with OpenAIServer(answer="yes") as srv:
         srv.inject(Reply.error(429, retry_after=1))
         srv.on("capital of France", "Paris")
+        # The first call gets the 429; a second call about France gets "Paris".
         ... litellm.completion(model="openai/m", api_base=srv.base_url, api_key="x", ...)
-        assert srv.count() == 2
+        assert srv.count() == 2  # chat requests seen, retries included
 
 Run it standalone for subprocess tests and perf scripts:
 
@@ -157,6 +158,10 @@ def embed_text(text: str, dim: int = 16) -> list[float]:
     return [x / norm for x in vector]
 
 
+class _Stopped(Exception):
+    """Raised in a handler woken from a sleep by stop(): it must not answer any more."""
+
+
 class _Rule:
     """Replies for chat requests containing `needle`; the last reply repeats forever."""
 
@@ -215,9 +220,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         try:
             self.owner._handle(self, method)
-        except OSError:
-            # The client gave up (timeout after a hang) or stop() closed the socket: there
-            # is nobody left to answer, so end this connection quietly.
+        except (OSError, _Stopped):
+            # The client gave up (timeout after a hang), or the server is stopping: end
+            # this connection without an answer, as a dying server would.
             self.close_connection = True
 
     def send_payload(
@@ -380,6 +385,11 @@ class OpenAIServer:
 
     # -- request handling (runs in handler threads) ----------------------------------------
 
+    def _sleep(self, seconds: float) -> None:
+        # An Event wait rather than time.sleep, so stop() cuts latency and hangs short.
+        if self._stopping.wait(seconds):
+            raise _Stopped
+
     def _track_connection(self, conn: socket.socket, *, add: bool) -> None:
         with self._lock:
             if add:
@@ -424,7 +434,7 @@ class OpenAIServer:
                     self._models.append(body["model"])
         try:
             if self.latency > 0:
-                self._stopping.wait(self.latency)
+                self._sleep(self.latency)
             self._respond(h, endpoint, body, fault)
         finally:
             with self._lock:
@@ -437,12 +447,12 @@ class OpenAIServer:
         messages = _chat_messages(body) if endpoint == "chat" else []
         reply = fault if fault is not None else self._match_rule(messages)
         if reply is not None and reply.kind == "hang":
-            self._stopping.wait(reply.delay)
+            self._sleep(reply.delay)
             # Then answer normally: a queued hang gives way to the rules, a rule's hang to the
             # default answer (re-matching would just hang again on a repeating rule).
             reply = self._match_rule(messages) if fault is not None else None
             if reply is not None and reply.kind == "hang":
-                self._stopping.wait(reply.delay)
+                self._sleep(reply.delay)
                 reply = None
         if reply is not None and reply.kind == "error":
             self._send_error(h, reply.status, reply.message, reply.retry_after)

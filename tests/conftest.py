@@ -1,0 +1,44 @@
+"""Shared fixtures for the plugin's own tests."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from plugin.testing.openai_server import OpenAIServer
+from project import RAG_TEST_MODULE, SMALL_CASES, models_yaml, write
+
+pytest_plugins = ["pytester"]
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+# In-process pytester runs drop the modules a run imported; C extensions such as numpy
+# cannot be imported twice in one process, and litellm takes seconds to import. Importing
+# them here keeps them across runs.
+import numpy  # noqa: E402,F401
+import scipy.stats  # noqa: E402,F401
+
+from plugin.models.litellm_provider import import_litellm  # noqa: E402
+
+import_litellm()
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def bench(pytester: pytest.Pytester, server: OpenAIServer) -> pytest.Pytester:
+    """A benchmark project in a temporary folder: the RAG module, three small cases, a
+    scripted LLM on the local server and the bag-of-words embedder."""
+    pytester.makeconftest('pytest_plugins = ["plugin"]')
+    pytester.makeini("[pytest]\naddopts = --dist loadgroup\n")
+    (pytester.path / "benchmark" / "data").mkdir(parents=True)
+    write(pytester.path / "benchmark" / "test_rag_interpretation.py", RAG_TEST_MODULE)
+    write(pytester.path / "benchmark" / "data" / "rag_interpretation_data.yaml", SMALL_CASES)
+    write(pytester.path / "benchmark" / "models.yaml", models_yaml(server.base_url))
+    return pytester

@@ -1,0 +1,57 @@
+"""A small benchmark project for pytester tests: the files, and helpers to write them."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# A benchmark module like the shipped one, so plugin tests exercise the real shape.
+RAG_TEST_MODULE = (REPO / "benchmark" / "test_rag_interpretation.py").read_text()
+
+SMALL_CASES = """
+_prompts:
+  explicit: &explicit
+    simple: "Judge the fragment for relevance. Answer yes or no."
+    strict: "Answer with exactly one word, yes or no. Is the fragment relevant?"
+rag_interpretation:
+  - case: pathway_yes
+    input:
+      prompt: Which molecular pathways are associated with cancer?
+      instruction: *explicit
+      fragments: ["The EGFR pathway is deregulated in a number of cancers."]
+    expected: {answer: "yes"}
+  - case: pathway_no
+    input:
+      prompt: Which molecular pathways are associated with cancer?
+      instruction: *explicit
+      fragments: ["The earth is a globe."]
+    expected: {answer: "no"}
+  - case: capital_answer
+    input:
+      prompt: What is the capital of Australia?
+      instruction: "Answer from the fragments, or say: I cannot answer this from the provided fragments."
+      fragments: ["Canberra is the capital city of Australia."]
+    expected: {behaviour: answer, keywords: [Canberra]}
+"""
+
+
+def models_yaml(api_base: str | None, extra: str = "") -> str:
+    llm = ""
+    if api_base:
+        llm = f"""
+  - id: scripted
+    kind: llm
+    litellm: openai/scripted
+    api_base: {api_base}
+    timeout: 2
+    retries: 2
+    concurrency: 4
+"""
+    return f"models:{llm}\n  - id: bow\n    kind: embedder\n    builtin: bow\n{extra}"
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))

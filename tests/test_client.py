@@ -1,0 +1,159 @@
+"""The LLM client layer, through real litellm against a real local HTTP server.
+
+Every fault the server can inject ends as a retry, an error or an invalid answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from plugin.cache import SqliteCache
+from plugin.models import aio
+from plugin.models.chat import ChatModel
+from plugin.models.client import ModelError
+from plugin.models.litellm_provider import LitellmChat
+from plugin.models.spec import ModelSpec
+from plugin.models.usage import Usage, current_usage
+from plugin.testing.openai_server import Reply
+
+QUESTION = [{"role": "user", "content": "Is the sky blue?"}]
+
+
+def chat_model(server, tmp_path=None, **settings) -> ChatModel:
+    fields = {
+        "id": "scripted",
+        "kind": "llm",
+        "litellm": "openai/scripted",
+        "api_base": server.base_url,
+        "timeout": 1.0,
+        "retries": 2,
+        **settings,
+    }
+    spec = ModelSpec(**fields)
+    cache = SqliteCache("responses", tmp_path) if tmp_path is not None else None
+    return ChatModel(spec, LitellmChat(spec), cache)
+
+
+@pytest.fixture(autouse=True)
+def fresh_loop():
+    yield
+    aio.close()
+
+
+def test_a_plain_answer(server):
+    server.answer = "yes"
+    assert chat_model(server).chat(QUESTION) == "yes"
+    assert server.count() == 1
+
+
+def test_429_is_retried_after_the_servers_retry_after(server):
+    server.inject(Reply.error(429, retry_after=0.6))
+    started = time.perf_counter()
+    assert chat_model(server).chat(QUESTION) == "yes"
+    assert time.perf_counter() - started >= 0.6
+    assert server.count() == 2
+
+
+def test_5xx_is_retried_a_bounded_number_of_times(server):
+    server.inject(Reply.error(500), Reply.error(503))
+    assert chat_model(server).chat(QUESTION) == "yes"
+    assert server.count() == 3
+    server.reset()
+    server.inject(*[Reply.error(500)] * 5)
+    with pytest.raises(ModelError, match=r"HTTP 500 .*after 3 attempts"):
+        chat_model(server).chat(QUESTION)
+    assert server.count() == 3  # 1 try + 2 retries: litellm and the SDK do not retry on their own
+
+
+def test_other_4xx_is_not_retried(server):
+    server.inject(Reply.error(400, message="bad request"))
+    with pytest.raises(ModelError, match=r"HTTP 400 .*after 1 attempt\)"):
+        chat_model(server).chat(QUESTION)
+    assert server.count() == 1
+
+
+def test_a_hang_past_the_timeout_is_retried_then_answered(server):
+    server.inject(Reply.hang(5))
+    started = time.perf_counter()
+    assert chat_model(server, timeout=0.5).chat(QUESTION) == "yes"
+    assert time.perf_counter() - started < 4
+    assert server.count() == 2
+
+
+def test_a_server_that_keeps_hanging_ends_as_an_error(server):
+    server.inject(*[Reply.hang(5)] * 3)
+    with pytest.raises(ModelError, match="after 2 attempts"):
+        chat_model(server, timeout=0.3, retries=1).chat(QUESTION)
+
+
+def test_a_non_json_body_ends_as_an_error_not_a_crash(server):
+    server.inject(*[Reply.garbage()] * 5)
+    with pytest.raises(ModelError):
+        chat_model(server, retries=1).chat(QUESTION)
+
+
+def test_empty_choices_and_null_content_are_empty_answers(server):
+    server.inject(Reply.empty_choices(), Reply.null_content())
+    model = chat_model(server)
+    assert model.chat(QUESTION) == ""
+    assert model.chat([{"role": "user", "content": "again"}]) == ""
+
+
+def test_responses_are_cached_per_sample_and_errors_never(server, tmp_path):
+    model = chat_model(server, tmp_path)
+    server.inject(Reply.error(400))
+    with pytest.raises(ModelError):
+        model.chat(QUESTION)
+    server.answer = "first"
+    assert model.chat(QUESTION) == "first"  # the error was not cached
+    server.answer = "second"
+    assert model.chat(QUESTION) == "first"  # the answer was
+    assert aio.run(model.achat(QUESTION, sample=1)) == "second"  # another iteration, another sample
+    assert server.count() == 3
+
+
+def test_the_concurrency_limit_holds(server):
+    server.latency = 0.2
+    model = chat_model(server, concurrency=3)
+    answers = model.chat_many([[{"role": "user", "content": f"q{i}"}] for i in range(9)])
+    assert answers == ["yes"] * 9
+    assert server.max_concurrency == 3
+
+
+def test_usage_is_counted_and_an_unpriceable_model_costs_nothing_recorded(server, tmp_path):
+    usage = Usage()
+    token = current_usage.set(usage)
+    try:
+        model = chat_model(server, tmp_path)
+        model.chat(QUESTION)
+        model.chat(QUESTION)
+    finally:
+        current_usage.reset(token)
+    data = usage.to_json()
+    assert data["calls"] == 2 and data["cached_calls"] == 1
+    assert data["prompt_tokens"] > 0
+    assert "cost_usd" not in data
+
+
+def test_api_keys_never_reach_an_error_message(server, monkeypatch):
+    secret = "sk-test-abcdefghijklmnop1234"
+    monkeypatch.setenv("SCRIPTED_API_KEY", secret)
+    server.inject(Reply.error(401, message=f"Incorrect API key provided: {secret}"))
+    with pytest.raises(ModelError) as raised:
+        chat_model(server, api_key_env="SCRIPTED_API_KEY").chat(QUESTION)
+    assert secret not in str(raised.value)
+    assert server.requests[-1]["headers"]["authorization"] == f"Bearer {secret}"
+
+
+def test_timeouts_hold_even_when_the_library_ignores_its_own(server):
+    # asyncio.wait_for bounds each attempt whatever the client library does
+    server.inject(Reply.hang(3), Reply.hang(3))
+    model = chat_model(server, timeout=0.2, retries=1)
+    started = time.perf_counter()
+    with pytest.raises(ModelError, match="timed out"):
+        asyncio.get_event_loop_policy()  # no loop juggling needed: the plugin owns one
+        model.chat(QUESTION)
+    assert time.perf_counter() - started < 2

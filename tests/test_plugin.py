@@ -1,0 +1,281 @@
+"""The plugin end to end, with pytester: the matrix, caching, selection, iterations, errors.
+
+Each test builds a small benchmark project (see `bench` in conftest.py) whose LLM is a real
+OpenAI-compatible server on 127.0.0.1 reached through litellm, and whose embedder is the
+bag-of-words baseline.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from plugin.testing.openai_server import Reply
+
+from project import SMALL_CASES, models_yaml, write
+
+LLM_ITEMS = 5  # pathway_yes x2 variants, pathway_no x2, capital_answer
+EMBEDDER_ITEMS = 4  # the explicit cases only
+ALL_ITEMS = LLM_ITEMS + EMBEDDER_ITEMS
+
+
+def rows(pytester: pytest.Pytester, results: str = "benchmark/results") -> list[dict]:
+    path = pytester.path / results / "rag_interpretation.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("benchmark", "-p", "no:cacheprovider", *args)
+
+
+def answer_correctly(messages: list[dict]) -> str:
+    text = " ".join(str(m.get("content")) for m in messages)
+    if "Canberra" in text:
+        return "The capital is Canberra."
+    return "yes" if "EGFR" in text else "no"
+
+
+def test_the_matrix_runs_records_and_prints_a_leaderboard(bench, server):
+    server.answer = answer_correctly
+    result = run(bench)
+    result.assert_outcomes(passed=ALL_ITEMS)
+    stored = rows(bench)
+    assert len(stored) == ALL_ITEMS
+    by_model = {(r["model"], r["item"]): r for r in stored}
+    assert by_model[("scripted", "pathway_yes:strict")]["score"] == 1.0
+    assert by_model[("scripted", "capital_answer")]["score"] == 1.0
+    assert {r["test"] for r in stored} == {"test_rag_interpretation", "test_rag_interpretation_by_similarity"}
+    result.stdout.fnmatch_lines(
+        [
+            "*ragmatrix leaderboard*",
+            "model*family*mean*95% CI*n*items*errors*invalid*",
+            "scripted*rag_interpretation*1.000*[[]0.566, 1.000]*5*5*0*0",
+        ]
+    )
+    # the file is compact: sorted, one row per item
+    assert stored == sorted(stored, key=lambda r: (r["model"], r["test"], r["item"]))
+
+
+def test_a_second_run_skips_everything_as_cached_before_any_model_is_built(bench, server):
+    run(bench).assert_outcomes(passed=ALL_ITEMS)
+    calls = server.count()
+    before = (bench.path / "benchmark/results/rag_interpretation.jsonl").read_text()
+    result = run(bench, "-rs")
+    result.assert_outcomes(skipped=ALL_ITEMS)
+    result.stdout.fnmatch_lines(["*cached*"])
+    assert server.count() == calls
+    assert (bench.path / "benchmark/results/rag_interpretation.jsonl").read_text() == before
+
+
+def test_run_all_reruns_everything_and_replaces_the_rows(bench, server):
+    server.answer = "no"
+    run(bench).assert_outcomes(passed=ALL_ITEMS)
+    server.answer = "yes"
+    run(bench, "--run-all", "--no-response-cache").assert_outcomes(passed=ALL_ITEMS)
+    stored = rows(bench)
+    assert len(stored) == ALL_ITEMS
+    assert {r["iterations"][0].get("answer") for r in stored if r["model"] == "scripted"} == {"yes"}
+
+
+def test_changing_one_case_reruns_exactly_its_items_and_reformatting_reruns_nothing(bench, server):
+    run(bench).assert_outcomes(passed=ALL_ITEMS)
+    data = bench.path / "benchmark/data/rag_interpretation_data.yaml"
+    data.write_text(SMALL_CASES.replace("The earth is a globe.", "The moon orbits the earth."))
+    result = run(bench)
+    result.assert_outcomes(passed=4, skipped=ALL_ITEMS - 4)  # pathway_no: 2 variants x 2 models
+    assert len(rows(bench)) == ALL_ITEMS  # replaced, not added
+    import yaml
+
+    reordered = yaml.safe_load(data.read_text())
+    for case in reordered["rag_interpretation"]:
+        case["input"] = dict(reversed(list(case["input"].items())))
+    data.write_text(yaml.safe_dump(reordered, sort_keys=True, width=60))
+    run(bench).assert_outcomes(skipped=ALL_ITEMS)
+
+
+def test_k_selects_by_model_case_and_variant(bench, server):
+    run(bench, "-k", "bow").assert_outcomes(passed=EMBEDDER_ITEMS)
+    run(bench, "-k", "pathway_no and strict", "--run-all").assert_outcomes(passed=2)
+    run(bench, "-k", "capital_answer").assert_outcomes(passed=1)
+
+
+def test_models_restricts_the_matrix_and_unknown_models_are_one_line(bench, server):
+    result = run(bench, "--models", "bow")
+    result.assert_outcomes(passed=EMBEDDER_ITEMS, skipped=1)
+    assert server.count() == 0
+    result = run(bench, "--models", "bow,gpt-9")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: unknown model 'gpt-9' in --models (models.yaml has: bow, scripted)"])
+
+
+def test_iterations_repeat_each_item_and_keep_every_outcome(bench, server):
+    answers = iter(["yes", "no", "yes"] * 20)
+    server.answer = lambda messages: next(answers)
+    run(bench, "--iterations", "3", "-k", "scripted and pathway_yes and simple").assert_outcomes(passed=1)
+    (row,) = rows(bench)
+    assert row["n_iterations"] == 3
+    assert [it["parsed"] for it in row["iterations"]] == ["yes", "no", "yes"]
+    assert row["score"] == pytest.approx(2 / 3)
+    # iterations are part of the key: a different count is a different result
+    run(bench, "--iterations", "2", "-k", "scripted and pathway_yes and simple").assert_outcomes(passed=1)
+
+
+def test_results_dir_keeps_the_default_store_untouched(bench, server, tmp_path):
+    other = tmp_path / "elsewhere"
+    run(bench, "--results-dir", str(other)).assert_outcomes(passed=ALL_ITEMS)
+    assert not (bench.path / "benchmark/results/rag_interpretation.jsonl").exists()
+    assert len((other / "rag_interpretation.jsonl").read_text().splitlines()) == ALL_ITEMS
+    run(bench, "--results-dir", str(other)).assert_outcomes(skipped=ALL_ITEMS)
+
+
+def test_model_errors_become_error_rows_and_rerun_next_time(bench, server):
+    server.on("EGFR", Reply.error(500))  # every call about EGFR fails, even after retries
+    server.answer = "no"
+    result = run(bench, "-k", "scripted")
+    result.assert_outcomes(passed=3, failed=2)
+    result.stdout.fnmatch_lines(["*model error in 1 of 1 iteration(s): HTTP 500*after 3 attempts*"])
+    assert "Traceback" not in result.stdout.str()
+    errors = [r for r in rows(bench) if r["status"] == "error"]
+    assert len(errors) == 2 and all(r["score"] is None for r in errors)
+    result.stdout.fnmatch_lines(["scripted*rag_interpretation*3*5*2*0"])  # n=3 scored, 2 errors
+    server.reset()
+    server.answer = "yes"
+    run(bench, "-k", "scripted").assert_outcomes(passed=2, skipped=3)  # only the errors rerun
+    assert all(r["status"] == "ok" for r in rows(bench))
+
+
+def test_garbage_answers_are_invalid_not_errors(bench, server):
+    server.answer = "I would rather talk about the weather."
+    run(bench, "-k", "scripted and pathway").assert_outcomes(passed=4)
+    stored = rows(bench)
+    assert all(r["status"] == "ok" and r["invalid"] == 1 and r["score"] == 0.0 for r in stored)
+
+
+def test_unavailable_models_are_left_out_and_named_in_the_header(bench, server, monkeypatch):
+    extra = """
+  - id: needs-key
+    kind: llm
+    litellm: openai/gpt-4o-mini
+    requires_env: [RAGMATRIX_TEST_MISSING_KEY]
+  - id: gone
+    kind: llm
+    litellm: openai/x
+    api_base: http://127.0.0.1:9/v1
+"""
+    monkeypatch.delenv("RAGMATRIX_TEST_MISSING_KEY", raising=False)
+    write(bench.path / "benchmark/models.yaml", models_yaml(server.base_url, extra))
+    result = run(bench, "--collect-only")
+    result.stdout.fnmatch_lines(
+        [
+            "ragmatrix: models: scripted (llm), bow (embedder)",
+            "ragmatrix: left out needs-key: RAGMATRIX_TEST_MISSING_KEY not set",
+            "ragmatrix: left out gone: server http://127.0.0.1:9/v1 unreachable*",
+        ]
+    )
+    assert "needs-key-" not in result.stdout.str()
+
+
+def test_a_malformed_data_file_is_one_line_and_touches_no_result(bench, server):
+    run(bench).assert_outcomes(passed=ALL_ITEMS)
+    before = (bench.path / "benchmark/results/rag_interpretation.jsonl").read_text()
+    write(
+        bench.path / "benchmark/data/broken_data.yaml",
+        "rag_interpretation:\n  - case: oops\n    input: {prompt: q, instruction: i, fragments: [f]}\n",
+    )
+    result = run(bench)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["benchmark/data/broken_data.yaml: case 'oops': missing field 'expected'"])
+    assert "Traceback" not in result.stdout.str()
+    assert (bench.path / "benchmark/results/rag_interpretation.jsonl").read_text() == before
+    # the other cases still run when asked to go on
+    result = run(bench, "--continue-on-collection-errors", "--run-all")
+    result.assert_outcomes(passed=ALL_ITEMS, errors=1)
+    assert len(rows(bench)) == ALL_ITEMS
+
+
+def test_a_data_problem_is_reported_when_only_a_module_is_run(bench, server):
+    write(bench.path / "benchmark/data/unknown_data.yaml", "no_such_family:\n  - case: a\n")
+    result = bench.runpytest("benchmark/test_rag_interpretation.py", "-k", "bow")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["case problem: benchmark/data/unknown_data.yaml: file: unknown family 'no_such_family'*"]
+    )
+
+
+def test_a_bad_models_file_is_one_line(bench):
+    write(bench.path / "benchmark/models.yaml", "models:\n  - id: x\n    kind: llm\n")
+    result = run(bench)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: models.yaml: model 'x': entry: Value error, give exactly one of litellm, sentence_transformers, builtin"
+        ]
+    )
+
+
+def test_a_deleted_case_leaves_the_store_at_the_end_of_the_next_run(bench, server):
+    run(bench).assert_outcomes(passed=ALL_ITEMS)
+    data = bench.path / "benchmark/data/rag_interpretation_data.yaml"
+    text = SMALL_CASES.split("  - case: capital_answer")[0]
+    data.write_text(text)
+    run(bench).assert_outcomes(skipped=ALL_ITEMS - 1)
+    assert "capital_answer" not in {r["item"] for r in rows(bench)}
+
+
+def test_api_keys_never_reach_results_caches_or_ids(bench, server, monkeypatch):
+    secret = "sk-live-0123456789abcdefghij"
+    monkeypatch.setenv("SCRIPTED_KEY", secret)
+    write(
+        bench.path / "benchmark/models.yaml",
+        models_yaml(server.base_url).replace(
+            "    concurrency: 4\n", "    concurrency: 4\n    api_key_env: SCRIPTED_KEY\n"
+        ),
+    )
+    server.on("EGFR", Reply.error(401, message=f"Incorrect API key provided: {secret}"))
+    result = run(bench, "-v")
+    assert secret not in result.stdout.str()
+    chats = [r for r in server.requests if r["path"].endswith("chat/completions")]
+    assert chats[0]["headers"]["authorization"].endswith(secret)  # it was really sent
+    for path in (bench.path / "benchmark/results").rglob("*"):
+        if path.is_file():
+            assert secret not in path.read_text(errors="replace")
+    for path in (bench.path / ".benchmark_cache").rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes()
+
+
+def test_the_response_cache_serves_a_rerun_without_calls(bench, server):
+    run(bench, "-k", "scripted").assert_outcomes(passed=LLM_ITEMS)
+    calls = server.count()
+    run(bench, "-k", "scripted", "--run-all").assert_outcomes(passed=LLM_ITEMS)
+    assert server.count() == calls
+    assert all(r["usage"]["cached_calls"] == 1 for r in rows(bench) if r["model"] == "scripted")
+
+
+def test_a_cached_run_imports_no_heavy_library(bench, server):
+    run(bench).assert_outcomes(passed=ALL_ITEMS)
+    script = (
+        "import sys, pytest\n"
+        "code = pytest.main(['benchmark', '-q', '-p', 'no:cacheprovider'])\n"
+        "heavy = [m for m in ('torch', 'sentence_transformers', 'litellm', 'scipy', 'transformers') if m in sys.modules]\n"
+        "print('HEAVY', heavy, 'CODE', int(code))\n"
+    )
+    result = bench.run(sys.executable, "-c", script)
+    result.stdout.fnmatch_lines(["HEAVY [[][]] CODE 0"])
+
+
+@pytest.mark.slow
+def test_xdist_gives_exactly_the_rows_of_a_serial_run(bench, server):
+    server.answer = answer_correctly
+    run(bench, "--run-all").assert_outcomes(passed=ALL_ITEMS)
+    serial = {(r["key"], r["score"]) for r in rows(bench)}
+    Path(bench.path / "benchmark/results/rag_interpretation.jsonl").unlink()
+    result = bench.runpytest_subprocess("benchmark", "-n", "2", "--run-all", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=ALL_ITEMS)
+    parallel = rows(bench)
+    assert len(parallel) == ALL_ITEMS
+    assert {(r["key"], r["score"]) for r in parallel} == serial
+    result.stdout.fnmatch_lines(["*ragmatrix leaderboard*"])

@@ -1,0 +1,90 @@
+"""The result store: locked appends, torn lines, compaction, atomic replace."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+
+from plugin.store import ResultStore
+
+
+def row(item: str, score: float, model: str = "m", test: str = "t", **extra):
+    return {
+        "key": f"{model}-{item}-{score}",
+        "test": test,
+        "model": model,
+        "item": item,
+        "score": score,
+        "status": "ok",
+        **extra,
+    }
+
+
+def test_rows_are_written_one_per_line_with_sorted_keys(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append("fam", {"z": 1, "a": 2, "key": "k", "status": "ok"})
+    assert store.path("fam").read_text() == '{"a": 2, "key": "k", "status": "ok", "z": 1}\n'
+    assert store.completed_keys() == {"k"}
+
+
+def test_error_rows_are_not_results(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append("fam", {**row("a", 1), "key": "good"})
+    store.append("fam", {**row("b", 0), "key": "bad", "status": "error", "score": None})
+    assert store.completed_keys() == {"good"}
+
+
+def test_a_torn_last_line_is_ignored_reported_and_repaired_by_the_next_append(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append("fam", row("a", 1))
+    with open(store.path("fam"), "ab") as handle:
+        handle.write(b'{"key": "half", "sco')  # a writer killed mid-line
+    loaded = store.load("fam")
+    assert [r["item"] for r in loaded.rows] == ["a"]
+    assert loaded.problems == ["fam.jsonl: line 2 is torn or not JSON (ignored)"]
+    store.append("fam", row("b", 1))
+    assert [r["item"] for r in store.load("fam").rows] == ["a", "b"]
+    compacted = store.compact("fam")
+    assert len(compacted.problems) == 1
+    assert store.load("fam").problems == []  # compaction drops the torn fragment
+
+
+def test_compaction_keeps_the_newest_row_per_identity_sorted(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append("fam", row("b", 0.0, model="y"))
+    store.append("fam", row("a", 0.0))
+    store.append("fam", row("a", 1.0))  # newer result for the same (test, model, item)
+    store.append("fam", row("a", 0.5, test="other"))
+    store.compact("fam")
+    rows = [json.loads(line) for line in store.path("fam").read_text().splitlines()]
+    assert [(r["model"], r["test"], r["item"], r["score"]) for r in rows] == [
+        ("m", "other", "a", 0.5),
+        ("m", "t", "a", 1.0),
+        ("y", "t", "b", 0.0),
+    ]
+
+
+def test_compaction_drops_only_what_keep_rejects(tmp_path):
+    store = ResultStore(tmp_path)
+    for item in "abc":
+        store.append("fam", row(item, 1))
+    store.compact("fam", keep=lambda r: r["item"] != "b")
+    assert [r["item"] for r in store.load("fam").rows] == ["a", "c"]
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def _writer(directory: str, worker: int, count: int) -> None:
+    store = ResultStore(directory)
+    for index in range(count):
+        store.append("fam", row(f"{worker}-{index}", 1, extra="x" * 5000))
+
+
+def test_concurrent_writers_lose_no_row(tmp_path):
+    processes = [multiprocessing.Process(target=_writer, args=(str(tmp_path), w, 50)) for w in range(4)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join()
+    loaded = ResultStore(tmp_path).load("fam")
+    assert loaded.problems == []
+    assert len({r["item"] for r in loaded.rows}) == 200
