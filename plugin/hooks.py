@@ -41,6 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     root = config.rootpath
+    _load_dotenv(root / ".env")
     benchmark_dir = root / str(config.getini("benchmark_dir"))
     results_option = config.getoption("--results-dir")
     results_dir = (
@@ -74,6 +75,14 @@ def pytest_configure(config: pytest.Config) -> None:
             state.models  # noqa: B018 - decide the matrix now, so a bad models.yaml stops the run at once
         except ModelsFileError as error:
             raise pytest.UsageError(str(error)) from None
+
+
+def _load_dotenv(path: Path) -> None:
+    """API keys from `.env`; variables already set in the environment win."""
+    if path.is_file():
+        from dotenv import load_dotenv
+
+        load_dotenv(path, override=False)
 
 
 def _selected(config: pytest.Config) -> bool:

@@ -6,9 +6,9 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from project import RAG_TEST_MODULE, SMALL_CASES, models_yaml, write
 
 from plugin.testing.openai_server import OpenAIServer
-from project import RAG_TEST_MODULE, SMALL_CASES, models_yaml, write
 
 pytest_plugins = ["pytester"]
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

@@ -12,10 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from project import SMALL_CASES, models_yaml, write
 
 from plugin.testing.openai_server import Reply
-
-from project import SMALL_CASES, models_yaml, write
 
 LLM_ITEMS = 5  # pathway_yes x2 variants, pathway_no x2, capital_answer
 EMBEDDER_ITEMS = 4  # the explicit cases only
@@ -211,7 +210,8 @@ def test_a_bad_models_file_is_one_line(bench):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
-            "ERROR: models.yaml: model 'x': entry: Value error, give exactly one of litellm, sentence_transformers, builtin"
+            "ERROR: models.yaml: model 'x': entry: Value error, give exactly one of litellm, sentence_transformers,"
+            " builtin"
         ]
     )
 
@@ -260,7 +260,8 @@ def test_a_cached_run_imports_no_heavy_library(bench, server):
     script = (
         "import sys, pytest\n"
         "code = pytest.main(['benchmark', '-q', '-p', 'no:cacheprovider'])\n"
-        "heavy = [m for m in ('torch', 'sentence_transformers', 'litellm', 'scipy', 'transformers') if m in sys.modules]\n"
+        "heavy = [m for m in ('torch', 'sentence_transformers', 'litellm', 'scipy', 'transformers')"
+        " if m in sys.modules]\n"
         "print('HEAVY', heavy, 'CODE', int(code))\n"
     )
     result = bench.run(sys.executable, "-c", script)
@@ -279,3 +280,12 @@ def test_xdist_gives_exactly_the_rows_of_a_serial_run(bench, server):
     assert len(parallel) == ALL_ITEMS
     assert {(r["key"], r["score"]) for r in parallel} == serial
     result.stdout.fnmatch_lines(["*ragmatrix leaderboard*"])
+
+
+def test_keys_are_read_from_a_dotenv_file(bench, server, monkeypatch):
+    monkeypatch.delenv("RAGMATRIX_TEST_DOTENV_KEY", raising=False)
+    extra = "  - id: needs-key\n    kind: embedder\n    builtin: bow\n    requires_env: [RAGMATRIX_TEST_DOTENV_KEY]\n"
+    write(bench.path / "benchmark/models.yaml", models_yaml(None, extra))
+    (bench.path / ".env").write_text("RAGMATRIX_TEST_DOTENV_KEY=from-dotenv\n")
+    result = run(bench, "--collect-only")
+    result.stdout.fnmatch_lines(["ragmatrix: models: bow (embedder), needs-key (embedder)"])

@@ -1,0 +1,53 @@
+"""A run killed with SIGKILL halfway leaves a store that loads; the next run completes only
+what is missing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from plugin.store import ResultStore
+
+ALL_ITEMS = 9
+
+
+@pytest.mark.slow
+def test_sigkill_midway_then_resume(bench, server):
+    server.latency = 0.4  # slow enough to kill the run between two items
+    results = bench.path / "benchmark" / "results"
+    store_file = results / "rag_interpretation.jsonl"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "benchmark", "-p", "no:cacheprovider", "-q"],
+        cwd=bench.path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if store_file.exists() and len(store_file.read_bytes().splitlines()) >= 2:
+            break
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    # the kill may also land mid-write: leave a torn line as such a writer would
+    with open(store_file, "ab") as handle:
+        handle.write(b'{"key": "torn", "family": "rag_interp')
+
+    loaded = ResultStore(results).load("rag_interpretation")
+    done = len(loaded.rows)
+    assert 2 <= done < ALL_ITEMS
+    assert len(loaded.problems) == 1
+
+    result = bench.runpytest("benchmark", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=ALL_ITEMS - done, skipped=done)
+    result.stdout.fnmatch_lines(["store: rag_interpretation.jsonl: line * is torn or not JSON (ignored)"])
+    final = ResultStore(results).load("rag_interpretation")
+    assert final.problems == []
+    assert len(final.rows) == ALL_ITEMS
+    assert len({json.dumps(r["key"]) for r in final.rows}) == ALL_ITEMS

