@@ -127,7 +127,7 @@ def load_suite(data_dir: Path, known_families: Iterable[str], root: Path | None 
             if problem is not None:
                 suite.problems.append(problem)
                 continue
-            first_seen[(family, name)] = rel
+            first_seen[(family, str(name))] = rel
             suite.cases.setdefault(family, []).extend(expanded)
     return suite
 

@@ -200,7 +200,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     state = pyfuncitem.config.stash.get(STATE_KEY, None)
     plan = runner.plan_for(pyfuncitem, state) if state is not None else None
-    if plan is None:
+    if plan is None or state is None:
         return None
     runner.run_item(pyfuncitem, plan, state)
     return True

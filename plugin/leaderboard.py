@@ -74,10 +74,11 @@ def _line(model: str, family: str, rows: Iterable[Row]) -> Line:
             if entry.get("score") is not None:
                 values.append(float(entry["score"]))
                 invalid += entry.get("valid") is False
+    mean: float | None = None
+    low: float | None = None
+    high: float | None = None
     if values:
         mean, low, high = _remembered_interval(values)
-    else:
-        mean = low = high = None
     return Line(model, family, mean, low, high, len(values), len(rows), errors, invalid)
 
 

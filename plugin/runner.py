@@ -84,7 +84,7 @@ def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> No
             item.obj(**arguments)
             if recorder.outcome is None:
                 raise RuntimeError("the test finished without calling record()")
-            entry = recorder.outcome.to_json()
+            entry: dict[str, Any] = recorder.outcome.to_json()
         except ModelError as error:
             entry = {"error": redact(str(error))}
         except Exception as error:  # a bug in scoring: record it, then let pytest show it

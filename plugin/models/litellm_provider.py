@@ -25,7 +25,7 @@ def import_litellm() -> Any:
     litellm.telemetry = False
     # Embedding calls ignore max_retries=0 and fall back to this default; retries belong to
     # plugin.models.client alone.
-    litellm.DEFAULT_MAX_RETRIES = 0
+    litellm.DEFAULT_MAX_RETRIES = 0  # type: ignore[misc]
     return litellm
 
 
