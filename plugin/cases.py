@@ -29,6 +29,14 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]+$")
 METADATA_FIELDS = {"domain", "tags", "description"}
 
 
+class CaseInputError(Exception):
+    """Input a case names cannot be read: a missing file, an empty source, too few documents.
+
+    Raise it with one line naming the problem; the item is recorded as an error, like a model
+    error, and pytest reports that line instead of a traceback.
+    """
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with a data file, reported as one line."""

@@ -16,6 +16,7 @@ import pytest
 
 from plugin import runner
 from plugin.cache import set_cache_dir
+from plugin.cases import CaseInputError
 from plugin.leaderboard import render, summarise
 from plugin.models import aio
 from plugin.models.client import ModelError
@@ -184,7 +185,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     for spec in state.models.of_kind(kind):
         for case in cases:
             marks = [pytest.mark.xdist_group(spec.id)]
-            if state.item_key(family, test, spec, case, scoring_version) in state.completed_keys:
+            if state.item_key(family, test, spec, case, scoring_version, metafunc.module) in state.completed_keys:
                 marks.append(pytest.mark.skip(reason="cached"))
             params.append(pytest.param(spec, case, id=f"{spec.id}-{case.id}", marks=marks))
     if not params:
@@ -211,7 +212,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     outcome = yield
     report = outcome.get_result()
     error = call.excinfo.value if call.excinfo is not None else None
-    if isinstance(error, ModelError | runner.ModelFailure):
+    if isinstance(error, ModelError | CaseInputError | runner.ModelFailure):
         report.longrepr = str(error)  # one line, not a traceback wall
         state = item.config.stash.get(STATE_KEY, None)
         if call.when == "setup" and isinstance(error, ModelError) and state is not None:

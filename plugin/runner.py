@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from plugin.cases import CaseInputError
 from plugin.models.client import ModelError
 from plugin.models.usage import Usage, current_sample, current_usage
 from plugin.outcome import Outcome
@@ -22,7 +23,8 @@ from plugin.session import MODEL_FIXTURES, BenchmarkState
 
 
 class ModelFailure(Exception):
-    """Raised after recording, so pytest reports the item as failed with one line."""
+    """Raised after recording a model or input error, so pytest reports the item as failed
+    with one line."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ def plan_for(item: pytest.Item, state: BenchmarkState) -> ItemPlan | None:
     spec, case = callspec.params[kinds[0]], callspec.params["case"]
     scoring_version = module.SCORING_VERSION
     test = item.originalname  # type: ignore[attr-defined]
-    key = state.item_key(family, test, spec, case, scoring_version)
+    key = state.item_key(family, test, spec, case, scoring_version, module)
     return ItemPlan(family, test, spec, case, key, scoring_version)
 
 
@@ -85,7 +87,7 @@ def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> No
             if recorder.outcome is None:
                 raise RuntimeError("the test finished without calling record()")
             entry: dict[str, Any] = recorder.outcome.to_json()
-        except ModelError as error:
+        except (ModelError, CaseInputError) as error:
             entry = {"error": redact(str(error))}
         except Exception as error:  # a bug in scoring: record it, then let pytest show it
             entry = {"error": redact(f"{type(error).__name__}: {error}")}
@@ -103,7 +105,7 @@ def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> No
         raise crash
     errors = [e["error"] for e in entries if "error" in e]
     if errors:
-        raise ModelFailure(f"model error in {len(errors)} of {len(entries)} iteration(s): {errors[0]}")
+        raise ModelFailure(f"error in {len(errors)} of {len(entries)} iteration(s): {errors[0]}")
 
 
 def record_setup_error(plan: ItemPlan, state: BenchmarkState, message: str) -> None:

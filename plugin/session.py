@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from plugin.cases import Case, Suite, load_suite
+from plugin.cases import Case, CaseInputError, Suite, load_suite
 from plugin.keys import result_key
 from plugin.models.registry import Registry
 from plugin.models.spec import ModelSet, ModelSpec, load_models, select_models
@@ -94,8 +94,11 @@ class BenchmarkState:
             self._completed = set() if self.run_all else self.store.completed_keys()
         return self._completed
 
-    def item_key(self, family: str, test: str, spec: ModelSpec, case: Case, scoring_version: int | str) -> str:
+    def item_key(
+        self, family: str, test: str, spec: ModelSpec, case: Case, scoring_version: int | str, module: Any = None
+    ) -> str:
         return result_key(
+            corpus=corpus_of(module, case),
             family=family,
             test=test,
             case=case.content(),
@@ -103,6 +106,19 @@ class BenchmarkState:
             model=spec.output_fingerprint(),
             iterations=self.iterations,
         )
+
+
+def corpus_of(module: Any, case: Case) -> str | None:
+    """The fingerprint of the corpus or dataset a case reads, from the benchmark module's
+    optional `corpus_fingerprint(case)`. It goes into the result key, so a changed corpus means
+    new results. Unreadable input keys as such; the test then records the error."""
+    fingerprint = getattr(module, "corpus_fingerprint", None)
+    if fingerprint is None:
+        return None
+    try:
+        return str(fingerprint(case))
+    except CaseInputError as error:
+        return f"unavailable: {error}"
 
 
 def get_state(config: pytest.Config) -> BenchmarkState:

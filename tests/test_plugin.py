@@ -135,7 +135,7 @@ def test_model_errors_become_error_rows_and_rerun_next_time(bench, server):
     server.answer = "no"
     result = run(bench, "-k", "scripted")
     result.assert_outcomes(passed=3, failed=2)
-    result.stdout.fnmatch_lines(["*model error in 1 of 1 iteration(s): HTTP 500*after 3 attempts*"])
+    result.stdout.fnmatch_lines(["*error in 1 of 1 iteration(s): HTTP 500*after 3 attempts*"])
     assert "Traceback" not in result.stdout.str()
     errors = [r for r in rows(bench) if r["status"] == "error"]
     assert len(errors) == 2 and all(r["score"] is None for r in errors)
@@ -289,3 +289,50 @@ def test_keys_are_read_from_a_dotenv_file(bench, server, monkeypatch):
     (bench.path / ".env").write_text("RAGMATRIX_TEST_DOTENV_KEY=from-dotenv\n")
     result = run(bench, "--collect-only")
     result.stdout.fnmatch_lines(["ragmatrix: models: bow (embedder), needs-key (embedder)"])
+
+
+TOY_MODULE = """
+import hashlib
+from pathlib import Path
+
+from plugin import Outcome
+from plugin.cases import CaseInputError
+
+SCORING_VERSION = 1
+
+
+def corpus_fingerprint(case):
+    path = Path(case.input["file"])
+    if not path.is_file():
+        raise CaseInputError(f"case '{case.name}': corpus file {case.input['file']} not found")
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def test_toy(embedder, case, record):
+    corpus_fingerprint(case)
+    record(Outcome(1.0))
+"""
+
+
+def test_a_corpus_fingerprint_keys_results_and_a_missing_corpus_is_one_line(bench, server):
+    write(bench.path / "benchmark/test_toy.py", TOY_MODULE)
+    write(bench.path / "corpus.txt", "first version")
+    write(
+        bench.path / "benchmark/data/toy_data.yaml",
+        "toy:\n  - case: present\n    input: {file: corpus.txt}\n    expected: {}\n"
+        "  - case: absent\n    input: {file: missing.txt}\n    expected: {}\n",
+    )
+    result = run(bench, "-k", "toy and bow")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*error in 1 of 1 iteration(s): case 'absent': corpus file missing.txt not found"])
+    assert "Traceback" not in result.stdout.str()
+    stored = {r["item"]: r for r in rows_of(bench, "toy")}
+    assert stored["absent"]["status"] == "error" and stored["present"]["status"] == "ok"
+    run(bench, "-k", "toy and bow").assert_outcomes(skipped=1, failed=1)
+    write(bench.path / "corpus.txt", "second version")  # a changed corpus means a new result
+    run(bench, "-k", "toy and bow").assert_outcomes(passed=1, failed=1)
+
+
+def rows_of(pytester: pytest.Pytester, family: str) -> list[dict]:
+    path = pytester.path / "benchmark/results" / f"{family}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
