@@ -35,7 +35,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--no-response-cache",
         action="store_true",
-        help="ask the models again instead of replaying cached responses",
+        help="ask the models again instead of replaying cached responses and embeddings",
     )
     parser.addini("benchmark_dir", "folder holding test_<family>.py, models.yaml and data/", default="benchmark")
 

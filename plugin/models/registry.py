@@ -15,6 +15,7 @@ class Registry:
         self._built: dict[str, Any] = {}
         self._failed: dict[str, str] = {}
         self._response_cache: Any = None
+        self._embedding_cache: Any = None
 
     def build(self, spec: ModelSpec) -> Any:
         if spec.id in self._built:
@@ -41,11 +42,11 @@ class Registry:
         if spec.builtin == "bow":
             from plugin.models.lexical import HashingBagOfWords
 
-            return HashingBagOfWords(spec)
+            return HashingBagOfWords(spec, self.embedding_cache())
         if spec.sentence_transformers:
             from plugin.models.sentence_transformers_provider import SentenceTransformerEmbedder
 
-            return SentenceTransformerEmbedder(spec)
+            return SentenceTransformerEmbedder(spec, self.embedding_cache())
         raise ModelError(f"model '{spec.id}': no backend for {spec.provider} {spec.kind}s yet")
 
     def response_cache(self) -> Any:
@@ -57,6 +58,15 @@ class Registry:
             self._response_cache = SqliteCache("responses")
         return self._response_cache
 
+    def embedding_cache(self) -> Any:
+        if not self.use_cache:
+            return None
+        if self._embedding_cache is None:
+            from plugin.models.embedding_cache import EmbeddingCache
+
+            self._embedding_cache = EmbeddingCache()
+        return self._embedding_cache
+
     def close(self) -> None:
         for model in self._built.values():
             close = getattr(model, "close", None)
@@ -66,3 +76,6 @@ class Registry:
         if self._response_cache is not None:
             self._response_cache.close()
             self._response_cache = None
+        if self._embedding_cache is not None:
+            self._embedding_cache.close()
+            self._embedding_cache = None

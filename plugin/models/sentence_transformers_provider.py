@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from plugin.models.client import ModelError
 from plugin.models.embedder import Embedder, normalise_rows
 from plugin.models.spec import ModelSpec
+from plugin.secrets import redact
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from plugin.models.embedding_cache import EmbeddingCache
 
 
 def pick_device(requested: str | None) -> str:
@@ -24,16 +28,40 @@ def pick_device(requested: str | None) -> str:
 
 
 class SentenceTransformerEmbedder(Embedder):
-    def __init__(self, spec: ModelSpec) -> None:
-        super().__init__(spec)
+    """Loads its weights on the first text the cache cannot serve: a warm run never imports
+    torch or sentence-transformers at all."""
+
+    def __init__(self, spec: ModelSpec, cache: EmbeddingCache | None = None) -> None:
+        super().__init__(spec, cache)
+        self._model: Any = None
+        self._load_error: str | None = None
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:
+            if self._load_error is not None:  # do not retry a load that failed for every test
+                raise ModelError(self._load_error)
+            try:
+                self._model = self._load()
+            except Exception as error:
+                self._load_error = redact(f"cannot load model '{self.id}': {type(error).__name__}: {error}")
+                self._load_error = self._load_error.splitlines()[0]
+                raise ModelError(self._load_error) from error
+        return self._model
+
+    def _load(self) -> Any:
         from sentence_transformers import SentenceTransformer
 
-        path = spec.local_path()
-        source = str(path) if path is not None else str(spec.sentence_transformers)
-        self.device = pick_device(spec.device)
-        self.model: Any = SentenceTransformer(source, device=self.device)
-        if spec.max_seq_length:
-            self.model.max_seq_length = spec.max_seq_length
+        path = self.spec.local_path()
+        source = str(path) if path is not None else str(self.spec.sentence_transformers)
+        model = SentenceTransformer(source, device=pick_device(self.spec.device))
+        if self.spec.max_seq_length:
+            model.max_seq_length = self.spec.max_seq_length
+        return model
+
+    @property
+    def device(self) -> str:
+        return str(self.model.device)
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         vectors = self.model.encode(
