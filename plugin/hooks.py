@@ -117,6 +117,18 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     return lines
 
 
+def _usage_line(totals: dict[str, float]) -> str:
+    t = {k: int(v) for k, v in totals.items() if k != "cost_usd"}
+    line = (
+        f"this run: {t.get('calls', 0)} LLM calls ({t.get('cached_calls', 0)} from the response cache), "
+        f"{t.get('prompt_tokens', 0) + t.get('completion_tokens', 0)} tokens; "
+        f"{t.get('texts_embedded', 0)} texts embedded, {t.get('embedding_cache_hits', 0)} from the embedding cache"
+    )
+    if totals.get("cost_usd"):
+        line += f"; cost ${totals['cost_usd']:.4f}"
+    return line
+
+
 def _shown(path: Path, root: Path) -> str:
     try:
         return path.resolve().relative_to(root.resolve()).as_posix()
@@ -233,12 +245,18 @@ class SessionEnd:
         self.prefix = _shown(state.benchmark_dir, state.root) + "/"
         self.store_notes: list[str] = []
         self.unreported: list[str] = []
+        self.totals: dict[str, float] = {}  # usage summed over the items run this session
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         # Runs in the controller under xdist too: it is how the controller learns that
         # benchmark items were part of this session.
         if report.nodeid.startswith(self.prefix):
             self.state.saw_benchmark_items = True
+            # every phase's report carries the item's properties: count them once
+            for name, value in report.user_properties if report.when == "call" else ():
+                if name == "ragmatrix_usage" and isinstance(value, dict):
+                    for key, count in value.items():
+                        self.totals[key] = self.totals.get(key, 0) + count
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         state = self.state
@@ -277,3 +295,4 @@ class SessionEnd:
         for text in render(lines).splitlines() if lines else ["no results yet"]:
             write(text)
         write(f"results: {_shown(state.results_dir, state.root)}")
+        write(_usage_line(self.totals))

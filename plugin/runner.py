@@ -101,6 +101,8 @@ def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> No
             break
     row = build_row(plan, entries, usage, time.perf_counter() - started)
     state.store.append(plan.family, row)
+    # Reports travel to the xdist controller; this is how the session totals reach it.
+    item.user_properties.append(("ragmatrix_usage", row["usage"]))
     if crash is not None:
         raise crash
     errors = [e["error"] for e in entries if "error" in e]

@@ -352,3 +352,15 @@ def test_a_warm_rerun_is_served_from_the_embedding_cache_without_loading_the_mod
     )
     result = bench.run(sys.executable, "-c", script)
     result.stdout.fnmatch_lines(["*4 passed*", "LOADED False CODE 0"])
+
+
+def test_the_summary_counts_calls_and_embeddings_of_this_run(bench, server):
+    result = run(bench)
+    # 4 embedder items share one question and two fragments: 3 texts embedded, the rest reused
+    result.stdout.fnmatch_lines(
+        ["this run: 5 LLM calls (0 from the response cache), * tokens; 3 texts embedded, 5 from*"]
+    )
+    result = run(bench, "--run-all")
+    result.stdout.fnmatch_lines(
+        ["this run: 5 LLM calls (5 from the response cache), * tokens; 0 texts embedded, 8 from*"]
+    )

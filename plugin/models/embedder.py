@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from plugin.models.spec import ModelSpec
+from plugin.models.usage import current_usage
 
 if TYPE_CHECKING:
     import numpy as np
@@ -57,6 +58,10 @@ class Embedder:
                 if vector is not None:
                     vectors[text] = vector
         misses = [t for t in unique if t not in vectors]
+        usage = current_usage.get()
+        if usage is not None:
+            usage.texts_embedded += len(misses)
+            usage.embedding_cache_hits += len(unique) - len(misses)
         if misses:
             encoded = np.asarray(self._encode(misses), dtype=np.float32)
             if self.cache is not None:

@@ -17,6 +17,8 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = 0.0
+    texts_embedded: int = 0  # texts sent to an embedding model
+    embedding_cache_hits: int = 0  # texts served from the embedding cache instead
 
     def add(self, usage: dict[str, Any] | None, cost: float | None, cached: bool) -> None:
         self.calls += 1
@@ -38,6 +40,9 @@ class Usage:
         }
         if self.cost_usd is not None and self.calls:
             data["cost_usd"] = round(self.cost_usd, 8)
+        if self.texts_embedded or self.embedding_cache_hits:
+            data["texts_embedded"] = self.texts_embedded
+            data["embedding_cache_hits"] = self.embedding_cache_hits
         return data
 
 
