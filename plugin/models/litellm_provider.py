@@ -34,7 +34,7 @@ class LitellmChat:
         self.spec = spec
         self.litellm = import_litellm()
 
-    def _connection(self) -> dict[str, Any]:
+    def connection(self) -> dict[str, Any]:
         connection: dict[str, Any] = {}
         base = self.spec.resolved_api_base()
         if base:
@@ -54,7 +54,7 @@ class LitellmChat:
             timeout=timeout,
             num_retries=0,
             max_retries=0,
-            **self._connection(),
+            **self.connection(),
             **self.spec.params,
         )
         choices = getattr(response, "choices", None) or []

@@ -34,6 +34,10 @@ class Registry:
         return model
 
     def _construct(self, spec: ModelSpec) -> Any:
+        if spec.kind == "embedder" and spec.litellm:
+            from plugin.models.litellm_embedder import LitellmEmbedder
+
+            return LitellmEmbedder(spec, self.embedding_cache())
         if spec.kind == "llm":
             from plugin.models.chat import ChatModel
             from plugin.models.litellm_provider import LitellmChat

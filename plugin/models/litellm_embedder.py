@@ -1,0 +1,74 @@
+"""Embeddings through litellm: any hosted API, or an OpenAI-compatible server via api_base.
+
+Calls go through the same client layer as chat (concurrency limit, timeouts, bounded retries
+honouring Retry-After), in batches of the model's `batch_size`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from plugin.models import aio
+from plugin.models.client import ModelError, RetryPolicy, call
+from plugin.models.embedder import Embedder, normalise_rows
+from plugin.models.litellm_provider import LitellmChat
+from plugin.models.spec import ModelSpec, expand_env
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from plugin.models.embedding_cache import EmbeddingCache
+
+
+class LitellmEmbedder(Embedder):
+    def __init__(self, spec: ModelSpec, cache: EmbeddingCache | None = None) -> None:
+        super().__init__(spec, cache)
+        # The chat provider knows how to reach the model and how to classify its failures.
+        self.connection = LitellmChat(spec)
+        self.policy = RetryPolicy(retries=spec.retries)
+        self._semaphore: asyncio.Semaphore | None = None
+
+    async def _embed_batch(self, texts: list[str]) -> list[list[float]]:
+        litellm = self.connection.litellm
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.spec.concurrency)
+
+        async def send() -> Any:
+            return await litellm.aembedding(
+                model=expand_env(str(self.spec.litellm)),
+                input=texts,
+                timeout=self.spec.timeout,
+                max_retries=0,
+                num_retries=0,
+                **self.connection.connection(),
+            )
+
+        response = await call(
+            send,
+            semaphore=self._semaphore,
+            timeout=self.spec.timeout,
+            policy=self.policy,
+            classify=self.connection.classify,
+        )
+        data = sorted(response.data or [], key=lambda item: _field(item, "index"))
+        if len(data) != len(texts):
+            raise ModelError(f"embedding response holds {len(data)} vectors for {len(texts)} texts")
+        return [list(_field(item, "embedding")) for item in data]
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        import numpy as np
+
+        size = self.spec.batch_size
+        batches = [texts[i : i + size] for i in range(0, len(texts), size)]
+
+        async def gather() -> list[list[list[float]]]:
+            return list(await asyncio.gather(*(self._embed_batch(batch) for batch in batches)))
+
+        rows = [row for batch in aio.run(gather()) for row in batch]
+        return normalise_rows(np.asarray(rows, dtype=np.float32).reshape(len(texts), -1))
+
+
+def _field(item: Any, name: str) -> Any:
+    """litellm hands back dicts or objects, depending on the provider."""
+    return item[name] if isinstance(item, dict) else getattr(item, name)
