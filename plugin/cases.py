@@ -100,9 +100,6 @@ class Suite:
     problems: list[Problem] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
 
-    def families_with_problems(self) -> set[str | None]:
-        return {p.family for p in self.problems}
-
 
 def data_files(data_dir: Path) -> list[Path]:
     return sorted(data_dir.glob("*_data.yaml"))
