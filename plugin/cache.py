@@ -29,17 +29,24 @@ def cache_dir() -> Path:
     return _cache_dir if _cache_dir is not None else Path(".benchmark_cache")
 
 
+def open_database(file_name: str, directory: Path | None = None) -> tuple[Path, sqlite3.Connection]:
+    """A connection that several processes can share: WAL mode, autocommit, and a long busy
+    timeout so that xdist workers wait for each other instead of failing."""
+    directory = Path(directory) if directory is not None else cache_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / file_name
+    database = sqlite3.connect(path, timeout=60, check_same_thread=False, isolation_level=None)
+    database.execute("PRAGMA journal_mode=WAL")
+    database.execute("PRAGMA synchronous=NORMAL")
+    return path, database
+
+
 class SqliteCache:
     """A JSON value per text key, safe to share between processes (xdist workers)."""
 
     def __init__(self, name: str, directory: Path | None = None) -> None:
-        directory = directory or cache_dir()
-        directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / f"{name}.sqlite"
+        self.path, self._db = open_database(f"{name}.sqlite", directory)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
     def get(self, key: str) -> Any | None:

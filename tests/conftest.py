@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 from project import RAG_TEST_MODULE, SMALL_CASES, models_yaml, write
 
+from plugin.models import aio
 from plugin.testing.openai_server import OpenAIServer
 
 pytest_plugins = ["pytester"]
@@ -23,6 +24,12 @@ import scipy.stats  # noqa: E402,F401
 from plugin.models.litellm_provider import import_litellm  # noqa: E402
 
 import_litellm()
+
+
+@pytest.fixture
+def fresh_event_loop() -> Iterator[None]:
+    yield
+    aio.close()
 
 
 @pytest.fixture

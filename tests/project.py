@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import Any
+
+from plugin.models.spec import ModelSpec
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -55,3 +58,9 @@ def models_yaml(api_base: str | None, extra: str = "") -> str:
 def write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(text))
+
+
+def server_spec(server: Any, kind: str, model: str, **settings: Any) -> ModelSpec:
+    """A model spec reaching `model` on the local test server through litellm."""
+    fields = {"id": "scripted", "kind": kind, "litellm": f"openai/{model}", "api_base": server.base_url}
+    return ModelSpec(**{**fields, "timeout": 1.0, "retries": 2, **settings})

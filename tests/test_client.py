@@ -5,17 +5,16 @@ Every fault the server can inject ends as a retry, an error or an invalid answer
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
+from project import server_spec
 
 from plugin.cache import SqliteCache
 from plugin.models import aio
 from plugin.models.chat import ChatModel
 from plugin.models.client import ModelError
 from plugin.models.litellm_provider import LitellmChat
-from plugin.models.spec import ModelSpec
 from plugin.models.usage import Usage, current_usage
 from plugin.testing.openai_server import Reply
 
@@ -23,24 +22,13 @@ QUESTION = [{"role": "user", "content": "Is the sky blue?"}]
 
 
 def chat_model(server, tmp_path=None, **settings) -> ChatModel:
-    fields = {
-        "id": "scripted",
-        "kind": "llm",
-        "litellm": "openai/scripted",
-        "api_base": server.base_url,
-        "timeout": 1.0,
-        "retries": 2,
-        **settings,
-    }
-    spec = ModelSpec(**fields)
+    spec = server_spec(server, "llm", "scripted", **settings)
     cache = SqliteCache("responses", tmp_path) if tmp_path is not None else None
     return ChatModel(spec, LitellmChat(spec), cache)
 
 
-@pytest.fixture(autouse=True)
-def fresh_loop():
-    yield
-    aio.close()
+# Each test closes the process's event loop and the HTTP clients bound to it.
+pytestmark = pytest.mark.usefixtures("fresh_event_loop")
 
 
 def test_a_plain_answer(server):
@@ -154,6 +142,5 @@ def test_timeouts_hold_even_when_the_library_ignores_its_own(server):
     model = chat_model(server, timeout=0.2, retries=1)
     started = time.perf_counter()
     with pytest.raises(ModelError, match="timed out"):
-        asyncio.get_event_loop_policy()  # no loop juggling needed: the plugin owns one
         model.chat(QUESTION)
     assert time.perf_counter() - started < 2

@@ -4,33 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from project import server_spec
 
-from plugin.models import aio
 from plugin.models.client import ModelError
 from plugin.models.embedding_cache import EmbeddingCache
 from plugin.models.litellm_embedder import LitellmEmbedder
-from plugin.models.spec import ModelSpec
 from plugin.testing.openai_server import Reply, embed_text
 
-
-@pytest.fixture(autouse=True)
-def fresh_loop():
-    yield
-    aio.close()
+# Each test closes the process's event loop and the HTTP clients bound to it.
+pytestmark = pytest.mark.usefixtures("fresh_event_loop")
 
 
 def embedder(server, cache=None, **settings) -> LitellmEmbedder:
-    fields = {
-        "id": "remote",
-        "kind": "embedder",
-        "litellm": "openai/test-embed",
-        "api_base": server.base_url,
-        "timeout": 2.0,
-        "retries": 2,
-        "batch_size": 4,
-        **settings,
-    }
-    return LitellmEmbedder(ModelSpec(**fields), cache)
+    spec = server_spec(server, "embedder", "test-embed", **{"timeout": 2.0, "batch_size": 4, **settings})
+    return LitellmEmbedder(spec, cache)
 
 
 def test_texts_are_embedded_in_batches_in_order_and_normalised(server):

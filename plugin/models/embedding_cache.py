@@ -9,13 +9,12 @@ timeout, so xdist workers and concurrent runs can share one file.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from plugin.cache import cache_dir
+from plugin.cache import open_database
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,15 +35,10 @@ class EmbeddingCache:
     """
 
     def __init__(self, directory: Path | None = None) -> None:
-        directory = Path(directory) if directory is not None else cache_dir()
-        directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / "embeddings.sqlite"
+        self.path, self._db = open_database("embeddings.sqlite", directory)
         self.hits = 0
         self.embedded = 0
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS embeddings ("
             " model TEXT NOT NULL, text TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL,"
