@@ -3,7 +3,7 @@
 `pytest_plugins = ["plugin"]` in a conftest registers everything below.
 """
 
-from plugin.fixtures import embedder, judge, llm, record
+from plugin.fixtures import embedder, judge, llm, record, retriever
 from plugin.hooks import (
     pytest_addoption,
     pytest_collect_file,
@@ -30,4 +30,5 @@ __all__ = [
     "pytest_report_header",
     "pytest_runtest_makereport",
     "record",
+    "retriever",
 ]

@@ -1,9 +1,10 @@
 """Benchmark cases: find `*_data.yaml`, validate, expand variants, name and key each case.
 
 A data file maps a family name to a list of cases. Each case has `case` (its name), `input`
-and `expected`. Every dict-valued field of `input` is a set of named variants, and a case
-expands into the product of all variant choices, named `case:choice1:choice2` in the order
-the fields appear in the YAML (BioChatter's convention).
+and `expected` (optional where the family's schema gives it a default). Every dict-valued
+field of `input` is a set of named variants, and a case expands into the product of all
+variant choices, named `case:choice1:choice2` in the order the fields appear in the YAML
+(BioChatter's convention).
 
 Problems never raise out of this module: they are collected as `Problem`s, each a single
 line naming the file, the case and what is wrong, so that one bad file cannot hide the
@@ -71,6 +72,9 @@ class Case:
     raw: dict[str, Any] = field(repr=False)  # input and expected as written, variants resolved
     file: str = ""
     metadata: dict[str, Any] = field(default_factory=dict, repr=False)
+    # The data file's folder: relative paths a case names (corpora, datasets) start here.
+    # It is not part of the key, so moving a checkout does not change results.
+    directory: Path = field(default=Path("."), repr=False, compare=False)
 
     @property
     def variant(self) -> str:
@@ -128,7 +132,7 @@ def load_suite(data_dir: Path, known_families: Iterable[str], root: Path | None 
                     Problem(rel, name, f"duplicate case name (first in {first_seen[(family, name)]})", family)
                 )
                 continue
-            expanded, problem = expand_case(family, raw_case, rel)
+            expanded, problem = expand_case(family, raw_case, rel, directory=path.parent.resolve())
             if problem is not None:
                 suite.problems.append(problem)
                 continue
@@ -197,16 +201,23 @@ def _read_file(
             yield family, raw_case, None
 
 
-def expand_case(family: str, raw: dict[str, Any], file: str) -> tuple[list[Case], Problem | None]:
+def expand_case(
+    family: str, raw: dict[str, Any], file: str, directory: Path = Path(".")
+) -> tuple[list[Case], Problem | None]:
     """Expand one raw case into its variants and validate each against the family schema."""
     name = raw["case"]
 
     def problem(message: str) -> tuple[list[Case], Problem]:
         return [], Problem(file, name, message, family)
 
-    for required in ("input", "expected"):
+    schema = schema_for(family) or GenericCase
+    # A family whose schema gives `expected` a default (a probe with no answer key) may omit it.
+    expected_field = schema.model_fields.get("expected")
+    required_fields = ["input"] + (["expected"] if expected_field is None or expected_field.is_required() else [])
+    for required in required_fields:
         if required not in raw:
             return problem(f"missing field '{required}'")
+    raw = {"expected": {}, **raw}
     unknown = set(raw) - {"case", "input", "expected"} - METADATA_FIELDS
     if unknown:
         return problem(f"unknown field(s) {', '.join(sorted(unknown))}")
@@ -214,7 +225,6 @@ def expand_case(family: str, raw: dict[str, Any], file: str) -> tuple[list[Case]
     if not isinstance(raw_input, dict):
         return problem("'input' must be a mapping")
 
-    schema = schema_for(family) or GenericCase
     # A family may declare input fields whose mappings are plain values, not variant sets.
     plain_fields: set[str] = set(getattr(schema, "plain_input_fields", ()))
     variant_fields: list[tuple[str, list[str]]] = []
@@ -249,6 +259,7 @@ def expand_case(family: str, raw: dict[str, Any], file: str) -> tuple[list[Case]
                 raw=content,
                 file=file,
                 metadata=metadata,
+                directory=directory,
             )
         )
     return expanded, None
@@ -263,4 +274,5 @@ def _first_error(error: ValidationError) -> str:
         message = "missing field"
     more = len(error.errors()) - 1
     suffix = f" (and {more} more)" if more else ""
-    return f"{location}: {message}{suffix}"
+    # a check of the whole case has no location: its message names the fields itself
+    return f"{location}: {message}{suffix}" if location else f"{message}{suffix}"

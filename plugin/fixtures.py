@@ -1,6 +1,6 @@
 """The fixtures a benchmark test takes: a model of the kind it needs, and `record`.
 
-`llm`, `embedder` and `judge` are parametrized indirectly by the plugin with model specs;
+`llm`, `embedder`, `judge` and `retriever` are parametrized indirectly by the plugin with model specs;
 the model itself is built here, once per process, when the first test that needs it runs,
 never at collection.
 """
@@ -38,7 +38,15 @@ def embedder(request: pytest.FixtureRequest) -> Any:
 
 @pytest.fixture
 def judge(request: pytest.FixtureRequest) -> Any:
-    """Any model that can compare: an LLM or an embedder."""
+    """Any model that can compare: an LLM, an ensemble of LLMs, an embedder or a retriever."""
+    return _build(request)
+
+
+@pytest.fixture
+def retriever(request: pytest.FixtureRequest) -> Any:
+    """Any model that ranks documents for a query: an embedder, or a retriever such as BM25.
+    Both offer `similarities(query, documents)`, `score_matrix(queries, documents)` and
+    `index_documents(documents).score(queries)`."""
     return _build(request)
 
 

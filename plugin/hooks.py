@@ -17,7 +17,7 @@ import pytest
 from plugin import runner
 from plugin.cache import set_cache_dir
 from plugin.cases import CaseInputError
-from plugin.leaderboard import render, summarise
+from plugin.leaderboard import render, render_metrics, summarise, summarise_metrics
 from plugin.models import aio
 from plugin.models.client import ModelError
 from plugin.models.spec import ModelsFileError
@@ -293,6 +293,9 @@ class SessionEnd:
         for note in notes:
             write(f"note: {note}", yellow=True)
         for text in render(lines).splitlines() if lines else ["no results yet"]:
+            write(text)
+        metric_lines = summarise_metrics(rows)
+        for text in ["", *render_metrics(metric_lines).splitlines()] if metric_lines else []:
             write(text)
         write(f"results: {_shown(state.results_dir, state.root)}")
         write(_usage_line(self.totals))

@@ -19,7 +19,7 @@ from plugin.models.spec import ModelSet, ModelSpec, load_models, select_models
 from plugin.store import ResultStore
 
 STATE_KEY = pytest.StashKey["BenchmarkState"]()
-MODEL_FIXTURES = ("llm", "embedder", "judge")
+MODEL_FIXTURES = ("llm", "embedder", "judge", "retriever")
 
 
 @dataclass

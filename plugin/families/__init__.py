@@ -13,6 +13,9 @@ from typing import Any
 # family name -> "module:SchemaClass"
 CASE_SCHEMAS: dict[str, str] = {
     "rag_interpretation": "plugin.families.rag:RagCase",
+    "code_retrieval": "plugin.families.code_retrieval:CodeRetrievalCase",
+    "rss_probes": "plugin.families.rss:RssCase",
+    "zelo_battles": "plugin.families.zelo:ZeloCase",
 }
 
 

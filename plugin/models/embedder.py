@@ -6,6 +6,7 @@ adds the query and document prefixes, the embedding cache and cosine similarity.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from plugin.models.spec import ModelSpec
@@ -25,6 +26,7 @@ class Embedder:
         self.id = spec.id
         self.cache = cache
         self._fingerprint: str | None = None
+        self._warmed_up = False
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         raise NotImplementedError
@@ -69,13 +71,88 @@ class Embedder:
             vectors.update(zip(misses, encoded, strict=True))
         return np.stack([vectors[t] for t in texts]).astype(np.float32, copy=False)
 
+    @property
+    def context_limit(self) -> int | None:
+        """Tokens the model reads before it truncates silently; None where there is no such limit."""
+        return None
+
+    def token_counts(self, texts: list[str]) -> list[int] | None:
+        """The tokens the model reads for each document (its prefix included), where its
+        tokenizer can be had without loading the model; None where it cannot."""
+        return None
+
+    @property
+    def device_label(self) -> str:
+        """Where the model runs ("cpu", "cuda: <GPU name>", "remote"): latency compares only
+        on the same device."""
+        return "cpu"
+
+    def timed_embed_documents(self, texts: list[str]) -> tuple[np.ndarray, float]:
+        """Rows for `texts` and the milliseconds the model takes to embed them as one batch.
+
+        A cache read must not pass for the model's latency, so the time is measured once per
+        (model, device, batch), after a warm-up call, and remembered beside the vectors; a
+        later run reads both. A batch not timed yet is encoded whole, even where some of its
+        texts are cached, and counted as embedded.
+        """
+        from plugin.models.embedding_cache import text_key
+
+        texts = [self.spec.document_prefix + t for t in texts]
+        batch = text_key("\x00".join(texts))
+        device = self.device_label
+        if self.cache is not None:
+            ms = self.cache.get_timing(self.fingerprint, device, batch)
+            if ms is not None:
+                return self._embed(texts), ms
+        import numpy as np
+
+        if not self._warmed_up:  # the first call pays for lazy initialisation, not the model
+            self._encode(["warm-up"])
+            self._warmed_up = True
+        unique = list(dict.fromkeys(texts))
+        began = time.perf_counter()
+        encoded = np.asarray(self._encode(unique), dtype=np.float32)
+        ms = (time.perf_counter() - began) * 1000.0
+        usage = current_usage.get()
+        if usage is not None:
+            usage.texts_embedded += len(unique)
+        if self.cache is not None:
+            self.cache.put_many(self.fingerprint, unique, encoded)
+            self.cache.put_timing(self.fingerprint, device, batch, ms)
+        rows = dict(zip(unique, encoded, strict=True))
+        return np.stack([rows[t] for t in texts]), ms
+
     def similarities(self, query: str, documents: list[str]) -> list[float]:
         """Cosine similarity of one query to each document (rows are unit length)."""
         query_vector = self.embed_queries([query])[0]
         return [float(x) for x in self.embed_documents(documents) @ query_vector]
 
+    def index_documents(self, documents: list[str]) -> VectorIndex:
+        """The documents embedded once (through the cache), ready to score any number of queries."""
+        return VectorIndex(self, self.embed_documents(documents) if documents else None)
+
+    def score_matrix(self, queries: list[str], documents: list[str]) -> np.ndarray:
+        """Cosine similarities, one row per query and one column per document."""
+        return self.index_documents(documents).score(queries)
+
     def close(self) -> None:
         pass
+
+
+class VectorIndex:
+    """An embedder's document vectors: `score(queries)` embeds the queries (with the query
+    prefix) and returns their cosine similarities to every document, queries x documents."""
+
+    def __init__(self, embedder: Embedder, matrix: np.ndarray | None) -> None:
+        self.embedder = embedder
+        self.matrix = matrix  # None for no documents
+
+    def score(self, queries: list[str]) -> np.ndarray:
+        import numpy as np
+
+        if self.matrix is None or not queries:
+            return np.zeros((len(queries), 0 if self.matrix is None else len(self.matrix)), dtype=np.float32)
+        return self.embedder.embed_queries(queries) @ self.matrix.T
 
 
 def normalise_rows(matrix: np.ndarray) -> np.ndarray:

@@ -44,6 +44,13 @@ class EmbeddingCache:
             " model TEXT NOT NULL, text TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL,"
             " PRIMARY KEY (model, text)) WITHOUT ROWID"
         )
+        # How long the model took to embed a batch of texts on a device: latency is a result
+        # too, and a cache read must not pass for it.
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS timings ("
+            " model TEXT NOT NULL, device TEXT NOT NULL, batch TEXT NOT NULL, ms REAL NOT NULL,"
+            " PRIMARY KEY (model, device, batch)) WITHOUT ROWID"
+        )
 
     def get_many(self, model_fp: str, texts: Sequence[str]) -> list[np.ndarray | None]:
         """The cached vector of each text, None where there is none, in the order given."""
@@ -91,6 +98,20 @@ class EmbeddingCache:
                 raise
             self._db.execute("COMMIT")
         self.embedded += len(texts)
+
+    def get_timing(self, model_fp: str, device: str, batch: str) -> float | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT ms FROM timings WHERE model = ? AND device = ? AND batch = ?", (model_fp, device, batch)
+            ).fetchone()
+        return None if row is None else float(row[0])
+
+    def put_timing(self, model_fp: str, device: str, batch: str, ms: float) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO timings (model, device, batch, ms) VALUES (?, ?, ?, ?)",
+                (model_fp, device, batch, ms),
+            )
 
     def __len__(self) -> int:
         with self._lock:

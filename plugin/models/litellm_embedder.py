@@ -56,6 +56,10 @@ class LitellmEmbedder(Embedder):
             raise ModelError(f"embedding response holds {len(data)} vectors for {len(texts)} texts")
         return [list(_field(item, "embedding")) for item in data]
 
+    @property
+    def device_label(self) -> str:
+        return "remote"
+
     def _encode(self, texts: list[str]) -> np.ndarray:
         import numpy as np
 

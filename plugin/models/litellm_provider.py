@@ -72,10 +72,16 @@ class LitellmChat:
         return text, usage_dict, self._cost(response)
 
     def _cost(self, response: Any) -> float | None:
-        try:
-            cost = self.litellm.completion_cost(completion_response=response)
-        except Exception:  # litellm raises for any model it has no price for
-            return None
+        hidden = getattr(response, "_hidden_params", None) or {}
+        if "response_cost" in hidden:
+            # litellm prices each response as it logs it (None when it cannot): pricing it
+            # again costs as much client time as the rest of the call.
+            cost = hidden["response_cost"]
+        else:
+            try:
+                cost = self.litellm.completion_cost(completion_response=response)
+            except Exception:  # litellm raises for any model it has no price for
+                return None
         return float(cost) if cost else None
 
     def classify(self, error: BaseException) -> Failure:

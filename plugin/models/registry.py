@@ -24,7 +24,8 @@ class Registry:
             raise ModelError(self._failed[spec.id])
         try:
             model = self._construct(spec)
-        except ModelError:
+        except ModelError as error:
+            self._failed[spec.id] = str(error)
             raise
         except Exception as error:
             message = redact(f"cannot load model '{spec.id}': {type(error).__name__}: {error}".splitlines()[0])
@@ -34,6 +35,16 @@ class Registry:
         return model
 
     def _construct(self, spec: ModelSpec) -> Any:
+        if spec.ensemble is not None:
+            from plugin.models.ensemble import Ensemble
+
+            return Ensemble(spec, [self.build(member) for member in spec.members])
+        if spec.xinference:
+            from plugin.models import xinference_provider
+
+            if spec.kind == "llm":  # found or launched now, on the server
+                return xinference_provider.XinferenceChatModel(spec, self.response_cache())
+            return xinference_provider.XinferenceEmbedder(spec, self.embedding_cache())
         if spec.kind == "embedder" and spec.litellm:
             from plugin.models.litellm_embedder import LitellmEmbedder
 
@@ -47,6 +58,10 @@ class Registry:
             from plugin.models.lexical import HashingBagOfWords
 
             return HashingBagOfWords(spec, self.embedding_cache())
+        if spec.builtin == "bm25":
+            from plugin.models.bm25 import BM25Retriever
+
+            return BM25Retriever(spec)
         if spec.sentence_transformers:
             from plugin.models.sentence_transformers_provider import SentenceTransformerEmbedder
 

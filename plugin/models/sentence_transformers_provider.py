@@ -35,6 +35,7 @@ class SentenceTransformerEmbedder(Embedder):
         super().__init__(spec, cache)
         self._model: Any = None
         self._load_error: str | None = None
+        self._tokenizer: Any = None
 
     @property
     def model(self) -> Any:
@@ -62,6 +63,46 @@ class SentenceTransformerEmbedder(Embedder):
     @property
     def device(self) -> str:
         return str(self.model.device)
+
+    @property
+    def context_limit(self) -> int | None:
+        """Word pieces the model reads before it truncates, without loading it if possible."""
+        if self.spec.max_seq_length:
+            return self.spec.max_seq_length
+        if self._model is not None:
+            return int(self._model.max_seq_length)
+        path = self.spec.local_path()
+        config = path / "sentence_bert_config.json" if path is not None else None
+        if config is not None and config.is_file():
+            import json
+
+            limit = json.loads(config.read_text()).get("max_seq_length")
+            return int(limit) if limit else None
+        return None
+
+    def token_counts(self, texts: list[str]) -> list[int] | None:
+        """Counted with the model folder's fast tokenizer (`tokenizers`, no torch), untruncated."""
+        if self._tokenizer is None:
+            path = self.spec.local_path()
+            file = path / "tokenizer.json" if path is not None else None
+            if file is None or not file.is_file():
+                return None
+            from tokenizers import Tokenizer
+
+            self._tokenizer = Tokenizer.from_file(str(file))
+            self._tokenizer.no_truncation()
+            self._tokenizer.no_padding()
+        encoded = self._tokenizer.encode_batch([self.spec.document_prefix + t for t in texts])
+        return [len(e.ids) for e in encoded]
+
+    @property
+    def device_label(self) -> str:
+        device = str(self._model.device) if self._model is not None else pick_device(self.spec.device)
+        if device.startswith("cuda"):
+            import torch
+
+            return f"cuda: {torch.cuda.get_device_name(torch.device(device))}"
+        return device
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         vectors = self.model.encode(

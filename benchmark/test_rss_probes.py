@@ -1,0 +1,17 @@
+"""RSS probes: does one embedding of a long text still remember each of its parts?
+
+Cases: benchmark/data/rss_probes_data.yaml. Sampling and scoring: plugin/families/rss.py.
+"""
+
+from plugin.families import rss
+
+SCORING_VERSION = rss.SCORING_VERSION
+
+# The source text and any user merger are part of every result key.
+corpus_fingerprint = rss.corpus_fingerprint
+
+
+def test_rss_probes(embedder, case, record):
+    """The embedder reads sequences of unrelated chunks; each prefix's synthesis must stay close
+    to the chunks inside it and apart from the chunks still to come."""
+    record(rss.probe(embedder, case))
