@@ -1,0 +1,273 @@
+"""zELO annotation of a zbench-format dataset, resumable.
+
+For each query, the documents battle in seeded random cycles (the seed is combined with the
+query id, so adding or reordering queries leaves each query's pairs alone). Every judge judges
+every matchup; each judgement is appended to the pairs file next to the output as soon as it
+is made, with the judge's reasoning, so that
+
+- an interrupted run resumes where it stopped, re-judging nothing already recorded (a
+  judgement is found again by the md5 of the query, both documents as shown, the judge's
+  output fingerprint and the prompt: a changed document is judged anew);
+- a person can read why each document ranked where it did.
+
+Several judges are combined per matchup by `vote` or `mean`, as an ensemble is. Bradley–Terry
+then gives each document its zELO, written as `score` on each document of the output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from plugin import bradley_terry, datasets
+from plugin.families import zelo
+from plugin.families.zelo_judges import Combine, Judgement, combine_judgements, judge_for
+from plugin.keys import md5_of
+
+# Queries whose judgements are in flight at once; the models' own limits bound the requests.
+QUERIES_AT_ONCE = 8
+
+
+def pairs_path(output: Path) -> Path:
+    """`out.jsonl` -> `out.pairs.jsonl`, beside the output."""
+    output = Path(output)
+    stem = output.name[: -len(".jsonl")] if output.name.endswith(".jsonl") else output.name
+    return output.with_name(f"{stem}.pairs.jsonl")
+
+
+@dataclass
+class Settings:
+    cycles: int = zelo.DEFAULT_CYCLES
+    seed: int = 0
+    both_orders: bool = False
+    combine: Combine = "vote"
+    instruction: str = ""
+    scale: str = "z"  # "z" (natural-log units) or "elo" (1000 + 400 z / ln 10)
+    document_limit: int | None = None
+
+
+@dataclass
+class JudgeModel:
+    """A judge of the run: the built model and its output fingerprint (part of every key)."""
+
+    id: str
+    model: Any
+    fingerprint: dict[str, Any]
+
+
+@dataclass
+class Summary:
+    queries: int = 0
+    judgements: int = 0  # needed in all
+    resumed: int = 0  # found in the pairs file
+    made: int = 0  # made by this run
+    invalid: int = 0
+    problems: list[str] = field(default_factory=list)  # unreadable lines of the pairs file
+
+
+class PairLog:
+    """The scored pairs: one JSON object per judgement, appended and flushed as each is made.
+
+    A run killed mid-write leaves at worst a torn last line, which loading skips and reports.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._torn: bool | None = None  # does the file end in a torn line? (checked once)
+
+    def load(self) -> tuple[dict[str, dict[str, Any]], list[str]]:
+        records: dict[str, dict[str, Any]] = {}
+        problems: list[str] = []
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return records, problems
+        for number, line in enumerate(data.split(b"\n"), start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            if not isinstance(record, dict) or "key" not in record:
+                problems.append(f"{self.path.name}: line {number} is torn or not JSON (ignored)")
+                continue
+            records[str(record["key"])] = record
+        return records, problems
+
+    def append(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False) + "\n"
+        with self._lock:
+            if self._torn is None:
+                self._torn = _ends_torn(self.path)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as handle:
+                # after a torn line, start a fresh one so that this record stays readable
+                handle.write(("\n" if self._torn else "") + line)
+                handle.flush()  # in the file the moment it is made: a kill loses nothing recorded
+            self._torn = False
+
+
+def _ends_torn(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            if handle.tell() == 0:
+                return False
+            handle.seek(-1, os.SEEK_END)
+            return handle.read(1) != b"\n"
+    except FileNotFoundError:
+        return False
+
+
+def judgement_key(query: str, a: str, b: str, judge: JudgeModel, instruction: str) -> str:
+    return md5_of({"query": query, "a": a, "b": b, "judge": judge.fingerprint, "instruction": instruction})
+
+
+@dataclass
+class _Planned:
+    """One query's plan: its documents, matchups, and the key of every (matchup, judge)."""
+
+    item: datasets.QueryDocuments
+    ids: list[str]
+    texts: list[str]
+    matchups: list[zelo.Matchup]
+    keys: dict[tuple[int, int, str], str]  # (shown a, shown b, judge id) -> key
+
+
+def plan(item: datasets.QueryDocuments, judges: Sequence[JudgeModel], settings: Settings) -> _Planned:
+    ids, texts = item.document_ids, item.contents
+    if settings.document_limit is not None:
+        ids, texts = ids[: settings.document_limit], texts[: settings.document_limit]
+    matchups = zelo.plan_matchups(len(ids), settings.cycles, f"{settings.seed}:{item.id}", settings.both_orders)
+    keys = {}
+    for matchup in matchups:
+        a, b = matchup.shown
+        for judge in judges:
+            keys[(a, b, judge.id)] = judgement_key(item.text, texts[a], texts[b], judge, settings.instruction)
+    return _Planned(item, ids, texts, matchups, keys)
+
+
+def annotate(
+    items: Sequence[datasets.QueryDocuments],
+    output: Path,
+    judges: Sequence[JudgeModel],
+    settings: Settings,
+    progress: Callable[[int, int], Any] | None = None,
+    pairs: Path | None = None,
+) -> Summary:
+    """Judge what the pairs file does not hold yet, then write the annotated dataset.
+
+    `progress(total, done)` is called once with the work to do and returns a callable that
+    is called with 1 after each judgement (a tqdm bar's `update`, say).
+    """
+    from plugin.models import aio
+
+    log = PairLog(pairs or pairs_path(output))
+    records, problems = log.load()
+    planned = [plan(item, judges, settings) for item in items]
+    summary = Summary(queries=len(items), problems=problems)
+    summary.judgements = sum(len(p.keys) for p in planned)
+    summary.resumed = sum(1 for p in planned for key in p.keys.values() if key in records)
+    tick = progress(summary.judgements, summary.resumed) if progress is not None else None
+    for start in range(0, len(planned), QUERIES_AT_ONCE):
+        batch = planned[start : start + QUERIES_AT_ONCE]
+        aio.run(_judge_batch(batch, judges, settings, records, log, summary, tick))
+    annotated = [compose(p, judges, settings, records) for p in planned]
+    datasets.write(output, annotated)
+    summary.invalid = sum(1 for p in planned for key in p.keys.values() if not records[key].get("valid"))
+    return summary
+
+
+async def _judge_batch(
+    batch: Sequence[_Planned],
+    judges: Sequence[JudgeModel],
+    settings: Settings,
+    records: dict[str, dict[str, Any]],
+    log: PairLog,
+    summary: Summary,
+    tick: Callable[[int], Any] | None,
+) -> None:
+    async def one(p: _Planned, case_judge: Any, judge: JudgeModel, a: int, b: int, key: str) -> None:
+        judgement: Judgement = await case_judge.judge(a, b)
+        record = {
+            "key": key,
+            "query_id": p.item.id,
+            "a": p.ids[a],
+            "b": p.ids[b],
+            "judge": judge.id,
+            "score": judgement.score,
+            "valid": judgement.valid,
+            "reasoning": judgement.reasoning,
+            "invalid_reason": judgement.invalid_reason,
+            "answer": judgement.answer,
+            "calls": judgement.calls,
+        }
+        log.append(record)
+        records[key] = record
+        summary.made += 1
+        if tick is not None:
+            tick(1)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for p in batch:
+                for judge in judges:
+                    todo = {
+                        (a, b): key
+                        for (a, b, judge_id), key in p.keys.items()
+                        if judge_id == judge.id and key not in records
+                    }
+                    if not todo:
+                        continue  # a similarity judge would embed for nothing
+                    case_judge = judge_for(judge.model, p.item.text, p.texts, settings.instruction)
+                    for (a, b), key in todo.items():
+                        group.create_task(one(p, case_judge, judge, a, b, key))
+    except BaseExceptionGroup as failed:
+        raise zelo.first_error(failed) from None
+
+
+def compose(p: _Planned, judges: Sequence[JudgeModel], settings: Settings, records: dict[str, Any]) -> dict[str, Any]:
+    """The annotated line: the judges combined per matchup, Bradley–Terry, a score per document."""
+    observations = []
+    for matchup in p.matchups:
+        a, b = matchup.shown
+        found = [_judgement(records[p.keys[(a, b, judge.id)]]) for judge in judges]
+        combined = found[0] if len(found) == 1 else combine_judgements(found, [j.id for j in judges], settings.combine)
+        if combined.score is not None:
+            score = -combined.score if matchup.swapped else combined.score
+            observations.append((matchup.a, matchup.b, (1.0 + score) / 2.0))
+    z = bradley_terry.fit(len(p.ids), observations)
+    strengths = dict(zip(p.ids, z, strict=True))
+    raw = dict(p.item.raw)
+    documents = []
+    for document in raw["documents"]:
+        if str(document["id"]) in strengths:
+            value = strengths[str(document["id"])]
+            shown = bradley_terry.elo(value) if settings.scale == "elo" else value
+            documents.append({**document, "score": round(shown, 6)})
+    raw["documents"] = documents
+    return raw
+
+
+def _judgement(record: dict[str, Any]) -> Judgement:
+    score = record.get("score")
+    return Judgement(None if score is None else float(score), invalid_reason=record.get("invalid_reason"))
+
+
+def battles_of(pairs: Path, query_id: str) -> list[tuple[str, str, float]]:
+    """Every valid judgement recorded for a query, as (a, b, score) with a and b as shown
+    (score > 0: b is more relevant), for every judge."""
+    records, _ = PairLog(pairs).load()
+    return [
+        (str(r["a"]), str(r["b"]), float(r["score"]))
+        for r in records.values()
+        if str(r.get("query_id")) == query_id and r.get("valid") and r.get("score") is not None
+    ]

@@ -1,0 +1,54 @@
+"""The command line: `python -m plugin <command> ...`.
+
+Each command is a module of this package with `NAME`, `HELP`, `add_arguments(parser)` and
+`run(args) -> int`; adding one means writing the module and listing it in `COMMANDS`. Command
+modules import only what parsing needs; the work's imports happen in `run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+COMMANDS = ("annotate", "rerank_eval", "heatmap")
+
+
+class CommandError(Exception):
+    """A problem to report in one line (exit status 1), not as a traceback."""
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="python -m plugin", description="ragmatrix command line")
+    commands = top.add_subparsers(dest="command", required=True, metavar="command")
+    for name in COMMANDS:
+        module = importlib.import_module(f"plugin.cli.{name}")
+        sub = commands.add_parser(
+            module.NAME,
+            help=module.HELP,
+            description=module.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_arguments(sub)
+        sub.set_defaults(run=module.run)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except CommandError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+def load_dotenv(directory: Path) -> None:
+    """API keys from `.env` in the folder; variables already set win."""
+    path = directory / ".env"
+    if path.is_file():
+        from dotenv import load_dotenv as load
+
+        load(path, override=False)
