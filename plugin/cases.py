@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +94,29 @@ class Case:
             "expected": self.raw["expected"],
             "variant": dict(self.choices),
         }
+
+
+def without_prompts(cases: list[Case]) -> list[Case]:
+    """The cases as a model that reads no prompt (an embedder, BM25) sees them.
+
+    Variants that differ only in prompt fields (the family schema's `prompt_fields`) collapse
+    into one case, named and keyed without those choices: such a model gives the same answer
+    to every wording, and counting it once per wording would inflate n and narrow its interval.
+    """
+    collapsed: list[Case] = []
+    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    for case in cases:
+        prompts = set(getattr(schema_for(case.family), "prompt_fields", ()))
+        if not prompts:
+            collapsed.append(case)
+            continue
+        choices = tuple((name, choice) for name, choice in case.choices if name not in prompts)
+        if (case.name, choices) in seen:
+            continue
+        seen.add((case.name, choices))
+        raw_input = {k: v for k, v in case.raw["input"].items() if k not in prompts}
+        collapsed.append(replace(case, choices=choices, raw={**case.raw, "input": raw_input}))
+    return collapsed
 
 
 @dataclass

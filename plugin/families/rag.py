@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import string
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -93,6 +93,8 @@ class RagExpected(BaseModel):
 
 class RagCase(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    # Only an LLM reads the instruction: its variants collapse for the embedder baseline.
+    prompt_fields: ClassVar[tuple[str, ...]] = ("instruction",)
     input: RagInput
     expected: RagExpected
 

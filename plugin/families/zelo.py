@@ -72,6 +72,8 @@ class ZeloCase(BaseModel):
     model_config = ConfigDict(extra="forbid")
     # The documents mapping is content, not a set of variants (see plugin.cases).
     plain_input_fields: ClassVar[tuple[str, ...]] = ("documents",)
+    # Only LLM judges read the judge prompt: its variants collapse for the other judges.
+    prompt_fields: ClassVar[tuple[str, ...]] = ("instruction",)
     input: ZeloInput
     expected: ZeloExpected
 

@@ -130,6 +130,12 @@ class ModelSpec(BaseModel):
             return "xinference"
         return "builtin"
 
+    @property
+    def reads_prompts(self) -> bool:
+        """LLMs (and ensembles of them) read the prompt wording; embedders and BM25 do not, so
+        prompt variants collapse for them (see `plugin.cases.without_prompts`)."""
+        return self.kind in ("llm", "ensemble")
+
     def resolved_api_base(self) -> str | None:
         return expand_env(self.api_base) if self.api_base else None
 
