@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from plugin import bradley_terry, datasets
+from plugin import bradley_terry, zbench_format
 from plugin.families import zelo
 from plugin.families.zelo_judges import Combine, Judgement, combine_judgements, judge_for
 from plugin.keys import md5_of
@@ -135,14 +135,14 @@ def judgement_key(query: str, a: str, b: str, judge: JudgeModel, instruction: st
 class _Planned:
     """One query's plan: its documents, matchups, and the key of every (matchup, judge)."""
 
-    item: datasets.QueryDocuments
+    item: zbench_format.QueryDocuments
     ids: list[str]
     texts: list[str]
     matchups: list[zelo.Matchup]
     keys: dict[tuple[int, int, str], str]  # (shown a, shown b, judge id) -> key
 
 
-def plan(item: datasets.QueryDocuments, judges: Sequence[JudgeModel], settings: Settings) -> _Planned:
+def plan(item: zbench_format.QueryDocuments, judges: Sequence[JudgeModel], settings: Settings) -> _Planned:
     ids, texts = item.document_ids, item.contents
     if settings.document_limit is not None:
         ids, texts = ids[: settings.document_limit], texts[: settings.document_limit]
@@ -156,7 +156,7 @@ def plan(item: datasets.QueryDocuments, judges: Sequence[JudgeModel], settings: 
 
 
 def annotate(
-    items: Sequence[datasets.QueryDocuments],
+    items: Sequence[zbench_format.QueryDocuments],
     output: Path,
     judges: Sequence[JudgeModel],
     settings: Settings,
@@ -181,7 +181,7 @@ def annotate(
         batch = planned[start : start + QUERIES_AT_ONCE]
         aio.run(_judge_batch(batch, judges, settings, records, log, summary, tick))
     annotated = [compose(p, judges, settings, records) for p in planned]
-    datasets.write(output, annotated)
+    zbench_format.write(output, annotated)
     summary.invalid = sum(1 for p in planned for key in p.keys.values() if not records[key].get("valid"))
     return summary
 

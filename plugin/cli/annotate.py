@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from plugin import annotate, datasets
+    from plugin import annotate, zbench_format
     from plugin.cache import set_cache_dir
     from plugin.cli import CommandError, load_dotenv
     from plugin.families.zelo_judges import DEFAULT_INSTRUCTION
@@ -69,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
     load_dotenv(Path.cwd())
     set_cache_dir(Path.cwd() / ".benchmark_cache")
     try:
-        items = datasets.read(args.input)
-    except datasets.DatasetError as error:
+        items = zbench_format.read(args.input)
+    except zbench_format.DatasetError as error:
         raise CommandError(str(error)) from None
     instruction = DEFAULT_INSTRUCTION
     if args.prompt is not None:

@@ -61,12 +61,12 @@ def _first_line(path: Path) -> dict[str, Any] | None:
 
 
 def _from_annotated(args: argparse.Namespace) -> tuple[dict[str, float], list[Any], str]:
-    from plugin import annotate, datasets
+    from plugin import annotate, zbench_format
     from plugin.cli import CommandError
 
     try:
-        items = {item.id: item for item in datasets.read(args.source, annotated=True)}
-    except datasets.DatasetError as error:
+        items = {item.id: item for item in zbench_format.read(args.source, annotated=True)}
+    except zbench_format.DatasetError as error:
         raise CommandError(str(error)) from None
     if args.query not in items:
         raise CommandError(f"{args.source}: no query {args.query!r}")

@@ -59,16 +59,16 @@ def evaluate(truth: dict[str, float], system: dict[str, float], k: int, k_gt: in
 
 
 def run(args: argparse.Namespace) -> int:
-    from plugin import datasets
+    from plugin import zbench_format
     from plugin.cli import CommandError
 
     if args.k < 1 or (args.k_gt is not None and args.k_gt < 1):
         raise CommandError("--k and --k-gt must be at least 1")
     k_gt = args.k_gt or args.k
     try:
-        truth = {item.id: item.scores() for item in datasets.read(args.ground_truth, annotated=True)}
-        system = {item.id: item.scores() for item in datasets.read(args.system, annotated=True)}
-    except datasets.DatasetError as error:
+        truth = {item.id: item.scores() for item in zbench_format.read(args.ground_truth, annotated=True)}
+        system = {item.id: item.scores() for item in zbench_format.read(args.system, annotated=True)}
+    except zbench_format.DatasetError as error:
         raise CommandError(str(error)) from None
     if args.gain == "linear" and any(v < 0 for scores in truth.values() for v in scores.values()):
         raise CommandError("--gain linear needs non-negative ground-truth scores (zELOs are not: use exp)")
