@@ -129,6 +129,10 @@ def _atomic_write(path: Path, lines: Iterable[str]) -> None:
             handle.writelines(lines)
             handle.flush()
             os.fsync(handle.fileno())
+        # mkstemp creates the file 0600; the store is a shared, committed file like any other
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -88,3 +88,16 @@ def test_concurrent_writers_lose_no_row(tmp_path):
     loaded = ResultStore(tmp_path).load("fam")
     assert loaded.problems == []
     assert len({r["item"] for r in loaded.rows}) == 200
+
+
+def test_compaction_leaves_an_ordinary_file_mode(tmp_path):
+    import os
+    import stat
+
+    store = ResultStore(tmp_path)
+    store.append("fam", {"key": "k", "model": "m", "test": "t", "item": "i", "score": 1.0})
+    before = stat.S_IMODE((tmp_path / "fam.jsonl").stat().st_mode)
+    store.compact("fam")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "fam.jsonl").stat().st_mode) == before == 0o666 & ~umask
