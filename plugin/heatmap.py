@@ -35,6 +35,7 @@ def draw(
     zelo: Mapping[str, float],
     battles: Iterable[tuple[str, str, float | None]],
     title: str = "",
+    dpi: int = 120,
 ) -> Path:
     """Write the heatmap of the documents in `zelo` (id -> zELO) to `path` (a PNG)."""
     import matplotlib
@@ -62,6 +63,6 @@ def draw(
     figure.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120, bbox_inches="tight")
+    figure.savefig(path, dpi=dpi, bbox_inches="tight")
     plt.close(figure)
     return path

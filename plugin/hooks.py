@@ -298,5 +298,7 @@ class SessionEnd:
         metric_lines = summarise_metrics(rows)
         for text in ["", *render_metrics(metric_lines).splitlines()] if metric_lines else []:
             write(text)
-        write(f"results: {_shown(state.results_dir, state.root)}")
+        shown = _shown(state.results_dir, state.root)
+        option = "" if state.results_dir == state.benchmark_dir / "results" else f" --results-dir {shown}"
+        write(f"results: {shown} (significance tests, plots and HTML: python -m plugin report{option})")
         write(_usage_line(self.totals))

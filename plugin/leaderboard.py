@@ -1,7 +1,11 @@
-"""The terminal leaderboard: model x family, mean score, 95% CI, n, errors, invalid answers.
+"""The leaderboard's numbers: model x family, mean score, 95% CI, n, errors, invalid answers.
 
-Only rows of a family's newest scoring version count, so scores from different scoring
-rules are never averaged together; what is left out is said.
+The terminal summary and `python -m plugin report` both compute their numbers here, so they
+agree; only their formats differ.
+
+Stale or mixed rows never enter a mean (`select`): only rows of a family's newest scoring
+version count, and of a model's rows in a family only those with its most common number of
+iterations per item. What is left out is said, with the reason.
 
 A family whose outcomes carry a `metrics` mapping (name -> value) also gets a table per
 family of every metric, per model and variant, with 95% bootstrap intervals over its items.
@@ -11,9 +15,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from plugin.cache import cache_dir
@@ -40,28 +44,103 @@ def _version_order(version: Any) -> tuple[int, Any]:
     return (0, version) if isinstance(version, int | float) else (1, str(version))
 
 
-def summarise(
-    rows_by_family: dict[str, list[Row]], keep: Callable[[Row], bool] | None = None
-) -> tuple[list[Line], list[str]]:
-    """Leaderboard lines, and one note per family for rows left out."""
-    lines: list[Line] = []
-    notes: list[str] = []
+def iterations_of(row: Row) -> int:
+    """The number of iterations a row was run with."""
+    count = row.get("n_iterations")
+    return int(count) if isinstance(count, int) else len(row.get("iterations", []))
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """Rows of one model in one family that no mean includes, and why."""
+
+    family: str
+    model: str
+    rows: int
+    reason: str
+
+    def note(self) -> str:
+        return f"{self.family}: {self.rows} row(s) of {self.model} left out: {self.reason}"
+
+
+@dataclass
+class Selection:
+    rows: dict[str, list[Row]] = field(default_factory=dict)  # family -> the rows that count
+    left_out: list[LeftOut] = field(default_factory=list)
+
+
+def select(rows_by_family: dict[str, list[Row]], keep: Callable[[Row], bool] | None = None) -> Selection:
+    """The rows that may share a mean, and what was left out.
+
+    - Scoring version: only rows of the family's newest version count, since older rows were
+      scored by other rules (they rerun on the next `pytest benchmark`).
+    - Iterations: of a model's finished rows in a family, only those run with its most common
+      number of iterations per item count (on a tie, the larger number), since a mean over
+      items of 1 and of 3 iterations would weigh them unequally. Error rows hold no score and
+      are kept, so that errors are always counted.
+    """
+    selection = Selection()
     for family, rows in sorted(rows_by_family.items()):
         rows = [r for r in rows if keep is None or keep(r)]
         if not rows:
             continue
         newest = max((r.get("scoring_version") for r in rows), key=_version_order)
-        old = [r for r in rows if r.get("scoring_version") != newest]
-        if old:
-            notes.append(f"{family}: {len(old)} row(s) of an older scoring version left out (rerun them)")
-        current = [r for r in rows if r.get("scoring_version") == newest]
         by_model: dict[str, list[Row]] = defaultdict(list)
-        for row in current:
-            by_model[row["model"]].append(row)
+        for row in rows:
+            by_model[str(row.get("model"))].append(row)
+        kept: list[Row] = []
+        for model, model_rows in sorted(by_model.items()):
+            old = [r for r in model_rows if r.get("scoring_version") != newest]
+            if old:
+                versions = ", ".join(sorted({str(r.get("scoring_version")) for r in old}))
+                reason = f"scoring version {versions} is older than {newest} (rerun them)"
+                selection.left_out.append(LeftOut(family, model, len(old), reason))
+            current = [r for r in model_rows if r.get("scoring_version") == newest]
+            counts = Counter(iterations_of(r) for r in current if r.get("status") == "ok")
+            if counts:
+                chosen = max(counts, key=lambda n: (counts[n], n))
+                mixed = [r for r in current if r.get("status") == "ok" and iterations_of(r) != chosen]
+                if mixed:
+                    others = ", ".join(str(n) for n in sorted({iterations_of(r) for r in mixed}))
+                    reason = f"run with {others} iteration(s) per item, not {chosen} like the rest"
+                    selection.left_out.append(LeftOut(family, model, len(mixed), reason))
+                    left = {id(r) for r in mixed}
+                    current = [r for r in current if id(r) not in left]
+            kept.extend(current)
+        if kept:
+            selection.rows[family] = kept
+    return selection
+
+
+def summarise(
+    rows_by_family: dict[str, list[Row]], keep: Callable[[Row], bool] | None = None
+) -> tuple[list[Line], list[str]]:
+    """Leaderboard lines, and one note per (family, model, reason) for rows left out."""
+    selection = select(rows_by_family, keep)
+    lines: list[Line] = []
+    for family, rows in selection.rows.items():
+        by_model: dict[str, list[Row]] = defaultdict(list)
+        for row in rows:
+            by_model[str(row.get("model"))].append(row)
         for model, model_rows in by_model.items():
             lines.append(_line(model, family, model_rows))
-    lines.sort(key=lambda line: (line.family, -(line.mean if line.mean is not None else -1.0), line.model))
-    return lines, notes
+    # best first; a model with no score at all (every item an error) last
+    lines.sort(key=lambda line: (line.family, line.mean is None, -(line.mean or 0.0), line.model))
+    return lines, [left.note() for left in selection.left_out]
+
+
+def scored_iterations(row: Row) -> list[dict[str, Any]]:
+    """The iterations of a finished row that carry a score (invalid answers included: they
+    score 0); none for an error row, which has no score."""
+    if row.get("status") != "ok":
+        return []
+    return [entry for entry in row.get("iterations", []) if entry.get("score") is not None]
+
+
+def item_score(row: Row) -> float | None:
+    """An item's score: the mean over its scored iterations, None for an error row."""
+    scores = [float(entry["score"]) for entry in scored_iterations(row)]
+    return sum(scores) / len(scores) if scores else None
 
 
 def _line(model: str, family: str, rows: Iterable[Row]) -> Line:
@@ -73,10 +152,9 @@ def _line(model: str, family: str, rows: Iterable[Row]) -> Line:
         if row.get("status") != "ok":
             errors += 1
             continue
-        for entry in row.get("iterations", []):
-            if entry.get("score") is not None:
-                values.append(float(entry["score"]))
-                invalid += entry.get("valid") is False
+        for entry in scored_iterations(row):
+            values.append(float(entry["score"]))
+            invalid += entry.get("valid") is False
     mean: float | None = None
     low: float | None = None
     high: float | None = None
@@ -154,25 +232,25 @@ class MetricLine:
 
 
 def summarise_metrics(
-    rows_by_family: dict[str, list[Row]], keep: Callable[[Row], bool] | None = None
+    rows_by_family: dict[str, list[Row]],
+    keep: Callable[[Row], bool] | None = None,
+    by_variant: bool = True,
 ) -> list[MetricLine]:
     """Mean and bootstrap interval of every metric the outcomes carry, per (family, model,
-    variant), over the items of the family's newest scoring version that ended without error."""
+    variant), over the selected items (see `select`) that ended without error. With
+    `by_variant=False`, a model's variants are pooled and the variant reads `all`."""
     lines: list[MetricLine] = []
-    for family, rows in sorted(rows_by_family.items()):
-        rows = [r for r in rows if keep is None or keep(r)]
-        if not rows:
-            continue
-        newest = max((r.get("scoring_version") for r in rows), key=_version_order)
+    for family, rows in select(rows_by_family, keep).rows.items():
         groups: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         counts: dict[tuple[str, str], int] = defaultdict(int)
         for row in rows:
-            if row.get("scoring_version") != newest or row.get("status") != "ok":
+            if row.get("status") != "ok":
                 continue
             per_item = _item_metrics(row)
             if not per_item:
                 continue
-            group = (str(row.get("model")), str(row.get("variant") or "-"))
+            variant = str(row.get("variant") or "-") if by_variant else "all"
+            group = (str(row.get("model")), variant)
             counts[group] += 1
             for name, value in per_item.items():
                 groups[group][name].append(value)

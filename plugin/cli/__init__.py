@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-COMMANDS = ("annotate", "rerank_eval", "heatmap")
+COMMANDS = ("annotate", "rerank_eval", "heatmap", "report", "checksum")
 
 
 class CommandError(Exception):

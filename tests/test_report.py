@@ -1,0 +1,425 @@
+"""The leaderboard report: paired tests and Holm's correction on data with known answers, the
+selection of stale and mixed rows, pairing, the markdown and HTML outputs, --compare, the
+checksum, and the page in headless Chromium."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plugin import checksum
+from plugin.cli import main
+from plugin.leaderboard import select, summarise
+from plugin.report import write_report
+from plugin.report.tables import gather, ranks
+from plugin.significance import MCNEMAR, PERMUTATION, holm, mcnemar_exact, paired_permutation, paired_test
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path_factory, monkeypatch):
+    # the memoised intervals go to a private folder, not the project's .benchmark_cache
+    monkeypatch.setenv("RAGMATRIX_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
+def row(family: str, model: str, item: str, scores: list[float | None], **extra: Any) -> dict[str, Any]:
+    """A result row as `plugin.runner.build_row` writes it; a None score is an error iteration."""
+    details = extra.pop("details", {})
+    version = extra.pop("scoring_version", 1)
+    entries: list[dict[str, Any]] = []
+    for score in scores:
+        entries.append({"error": "HTTP 500"} if score is None else {"score": score, "valid": True, **details})
+    ok = all("error" not in e for e in entries)
+    scored = [e["score"] for e in entries if "score" in e]
+    return {
+        "family": family,
+        "test": extra.pop("test", f"test_{family}"),
+        "model": model,
+        "case": extra.pop("case", item.split(":")[0]),
+        "variant": extra.pop("variant", item.split(":")[1] if ":" in item else ""),
+        "item": item,
+        "key": f"{family}-{model}-{item}-{version}-{len(entries)}",
+        "scoring_version": version,
+        "status": "ok" if ok else "error",
+        "score": sum(scored) / len(scored) if ok else None,
+        "iterations": entries,
+        "n_iterations": len(entries),
+        "errors": sum("error" in e for e in entries),
+        "invalid": 0,
+        "recorded_at": "2026-01-01T00:00:00+00:00",
+        **extra,
+    }
+
+
+def write_results(directory: Path, rows: list[dict[str, Any]]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    for family in sorted({r["family"] for r in rows}):
+        lines = [json.dumps(r, sort_keys=True) for r in rows if r["family"] == family]
+        (directory / f"{family}.jsonl").write_text("\n".join(lines) + "\n")
+    return directory
+
+
+# --- the tests, on data with known answers ------------------------------------------------------
+
+
+def test_mcnemar_is_the_exact_binomial_test_on_the_discordant_pairs():
+    # 8 items only A gets right, 2 only B, 10 both: p = 2 * P(X <= 2), X ~ Bin(10, 1/2)
+    a = [1] * 8 + [0] * 2 + [1] * 10
+    b = [0] * 8 + [1] * 2 + [1] * 10
+    result = mcnemar_exact(a, b)
+    expected = 2 * sum(math.comb(10, k) for k in range(3)) / 2**10
+    assert result.test == MCNEMAR and result.discordant == (8, 2) and result.n == 20
+    assert result.p == pytest.approx(expected) == pytest.approx(0.109375)
+    assert result.difference == pytest.approx(6 / 20)
+    assert mcnemar_exact([1, 0, 1], [1, 0, 1]).p == 1.0  # no discordant pair
+    assert mcnemar_exact([1] * 6, [0] * 6).p == pytest.approx(2 / 2**6)
+    assert paired_test(a, b).test == MCNEMAR
+    assert paired_test([0.5, 1.0], [0.0, 1.0]).test == PERMUTATION
+
+
+def brute_force_sign_flip_p(a: list[float], b: list[float]) -> float:
+    """Every one of the 2^n sign flips of the paired differences, counted by hand."""
+    differences = [x - y for x, y in zip(a, b, strict=True)]
+    observed = abs(sum(differences))
+    flips = list(itertools.product((1, -1), repeat=len(differences)))
+    flipped = [abs(sum(s * d for s, d in zip(signs, differences, strict=True))) for signs in flips]
+    extreme = sum(1 for value in flipped if value >= observed - 1e-12)
+    return extreme / len(flips)
+
+
+def test_the_paired_permutation_test_is_exact_for_few_pairs():
+    generator = random.Random(3)
+    for n in (5, 8, 11):
+        a = [generator.uniform(0, 1) for _ in range(n)]
+        b = [x - generator.uniform(-0.2, 0.6) for x in a]
+        result = paired_permutation(a, b)
+        assert result.test == PERMUTATION and result.n == n
+        assert result.p == pytest.approx(brute_force_sign_flip_p(a, b))
+        assert result.difference == pytest.approx(sum(a) / n - sum(b) / n)
+    # five differences, all positive: only the all-plus and all-minus flips are as extreme
+    assert paired_permutation([2.0, 3, 4, 5, 6], [1.0, 1, 1, 1, 1]).p == pytest.approx(2 / 32)
+    assert paired_permutation([0.3, 0.4], [0.3, 0.4]).p == 1.0
+
+
+def test_the_paired_permutation_test_finds_a_real_shift_and_no_false_one():
+    generator = random.Random(0)
+    base = [generator.gauss(0, 1) for _ in range(200)]
+    noise = [generator.gauss(0, 0.3) for _ in range(200)]
+    shifted = [x + 0.3 + e for x, e in zip(base, noise, strict=True)]
+    assert paired_permutation(shifted, base).p < 0.001
+    same = [x + e for x, e in zip(base, noise, strict=True)]
+    assert paired_permutation(same, base).p > 0.05
+    assert paired_permutation(shifted, base).p == paired_permutation(shifted, base).p  # seeded
+
+
+def test_holm_on_a_hand_computed_example():
+    # sorted: 0.005 * 4 = 0.02, 0.01 * 3 = 0.03, 0.03 * 2 = 0.06, 0.04 * 1 = 0.04 -> 0.06 (monotone)
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert holm([]) == []
+    assert holm([0.2]) == [0.2]
+
+
+# --- stale and mixed rows -----------------------------------------------------------------------
+
+
+def test_older_scoring_versions_and_other_iteration_counts_are_left_out_and_said():
+    rows = [row("fam", "a", f"c{i}", [1.0], scoring_version=2) for i in range(4)]
+    rows += [row("fam", "a", f"old{i}", [0.0], scoring_version=1) for i in range(3)]
+    rows += [row("fam", "b", f"c{i}", [0.0]) for i in range(2)]  # only version 1: all stale
+    rows += [row("fam", "a", "thrice", [0.0, 0.0, 0.0], scoring_version=2)]
+    rows += [row("fam", "a", "broken", [None], scoring_version=2)]  # an error row is always counted
+    selection = select({"fam": rows})
+    kept = {r["item"] for r in selection.rows["fam"]}
+    assert kept == {"c0", "c1", "c2", "c3", "broken"}
+    notes = [left.note() for left in selection.left_out]
+    assert notes == [
+        "fam: 3 row(s) of a left out: scoring version 1 is older than 2 (rerun them)",
+        "fam: 1 row(s) of a left out: run with 3 iteration(s) per item, not 1 like the rest",
+        "fam: 2 row(s) of b left out: scoring version 1 is older than 2 (rerun them)",
+    ]
+    lines, terminal_notes = summarise({"fam": rows})
+    assert terminal_notes == notes  # the terminal says the same
+    (line,) = lines
+    assert (line.model, line.mean, line.n, line.items, line.errors) == ("a", 1.0, 4, 5, 1)
+
+
+# --- tables, pairing, ranks ---------------------------------------------------------------------
+
+
+def test_models_pair_on_shared_items_or_else_on_cases_and_errors_are_not_zeros():
+    rows = []
+    for i in range(12):  # an LLM with two prompt variants per case, an embedder with one item per case
+        rows.append(row("rag", "llm", f"c{i}:simple", [1.0], test="test_rag"))
+        rows.append(row("rag", "llm", f"c{i}:strict", [1.0 if i % 2 else 0.0], test="test_rag"))
+        rows.append(row("rag", "emb", f"c{i}", [0.0], test="test_rag_by_similarity"))
+        rows.append(row("rag", "emb2", f"c{i}", [1.0 if i < 9 else 0.0], test="test_rag_by_similarity"))
+    rows.append(row("rag", "emb2", "c12", [None], test="test_rag_by_similarity"))
+    tables = gather({"rag": rows})
+    (table,) = tables.families
+    assert [line.model for line in table.lines] == ["emb2", "llm", "emb"]
+    emb2 = table.lines[0]
+    assert (emb2.mean, emb2.items, emb2.errors) == (0.75, 13, 1)  # the error is left out, not a zero
+    found = {(c.a, c.b): c for c in table.comparisons}
+    on_items = found[("emb2", "emb")]
+    assert on_items.unit == "items" and on_items.test is not None
+    assert on_items.test.test == MCNEMAR and on_items.test.discordant == (9, 0) and on_items.test.n == 12
+    on_cases = found[("llm", "emb")]
+    assert on_cases.unit == "cases" and on_cases.test is not None
+    assert on_cases.test.test == PERMUTATION and on_cases.test.n == 12  # the LLM's means over its variants
+    assert on_cases.test.difference == pytest.approx(0.75)
+    adjusted = holm([c.test.p for c in table.comparisons if c.test is not None])
+    assert [c.p_holm for c in table.comparisons] == pytest.approx(adjusted)
+    # llm vs emb has the smallest p (12 positive differences: 2 / 2^12), so this one is second: x 2
+    assert on_cases.test.p == pytest.approx(2 / 2**12)
+    assert on_items.significant and on_items.p_holm == pytest.approx(2 * 2 / 2**9)
+    assert table.versus_next("emb2") == found[("emb2", "llm")]
+    assert table.versus_next("emb") is None
+
+
+def test_ranks_share_ties_and_the_overview_sorts_by_mean_rank():
+    rows = [row("one", m, f"i{i}", [s]) for m, s in (("a", 0.9), ("b", 0.9), ("c", 0.1)) for i in range(3)]
+    rows += [row("two", m, f"i{i}", [s]) for m, s in (("a", 0.2), ("c", 0.8)) for i in range(3)]
+    rows += [row("two", "d", "i0", [None])]
+    tables = gather(rows_by_family(rows))
+    assert ranks(tables.families[0].lines) == {"a": 1, "b": 1, "c": 3}
+    assert tables.families[1].ranks == {"c": 1, "a": 2}  # d has no score, so no rank
+    assert [(o.model, o.mean_rank) for o in tables.overview] == [("b", 1.0), ("a", 1.5), ("c", 2.0), ("d", None)]
+
+
+def rows_by_family(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        out.setdefault(r["family"], []).append(r)
+    return out
+
+
+# --- the report -----------------------------------------------------------------------------------
+
+
+def shipped_like_rows(shift: float = 0.0) -> list[dict[str, Any]]:
+    """A small result set with the shape of every shipped family."""
+    rows = []
+    for i in range(10):
+        rows.append(row("rag_interpretation", "strong", f"q{i}", [1.0], test="test_rag_interpretation_by_similarity"))
+        weak = 1.0 if i < 3 else 0.0
+        rows.append(row("rag_interpretation", "weak", f"q{i}", [weak], test="test_rag_interpretation_by_similarity"))
+    for model, base in (("strong", 0.9), ("weak", 0.5)):
+        for chunking in ("line", "semantic"):
+            for i in range(6):
+                value = min(1.0, base + shift + 0.01 * i)
+                metrics = {"ndcg_at_10": value, "answer_hit_at_1": float(i % 2)}
+                rows.append(row("code_retrieval", model, f"q{i}:{chunking}", [value], details={"metrics": metrics}))
+        by_length = {str(n): {"rss": 400 * base - 10 * n, "td": 0.1, "bu": 0.1} for n in (4, 8)}
+        for mode in ("native", "merger"):
+            details = {"by_length": by_length, "mode": mode, "rss_ci95": [100.0, 200.0], "chunking": "64 words"}
+            rows.append(row("rss_probes", model, f"docs:{mode}", [400 * base - 60], details=details))
+        for i in range(4):
+            zelo = {"d1": 1.0, "d2": 0.0, "d3": -1.0}
+            battles = [["d1", "d2", -0.8], ["d2", "d3", -0.5], ["d3", "d1", 0.9]]
+            details = {"zelo": zelo, "battles": battles, "metrics": {"ndcg@5": base, "kendall_tau_b": base - 0.1}}
+            rows.append(row("zelo_battles", model, f"topic{i}", [base - 0.01 * i], details=details))
+    rows.append(row("zelo_battles", "weak", "topic9", [None]))
+    rows.append(row("zelo_battles", "weak", "stale", [0.1], scoring_version=0))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> Path:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAGMATRIX_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        results = write_results(tmp_path_factory.mktemp("project") / "results", shipped_like_rows())
+        assert main(["report", "--results-dir", str(results)]) == 0
+    return results / "report"
+
+
+def test_the_report_writes_markdown_html_and_plots(report):
+    names = sorted(p.name for p in report.iterdir())
+    assert names == [
+        "bars_code_retrieval.png",
+        "bars_rag_interpretation.png",
+        "bars_rss_probes.png",
+        "bars_zelo_battles.png",
+        "by_variant_code_retrieval.png",
+        "leaderboard.html",
+        "leaderboard.md",
+        "rss_by_length.png",
+        "zelo_heatmap_topic0_strong.png",
+        "zelo_heatmap_topic0_weak.png",
+    ]
+    for png in report.glob("*.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size < 200_000
+    text = (report / "leaderboard.md").read_text()
+    assert "| 1 | strong | 1.00 | 0.925 (#1) | 1.000 (#1) | 300.000 (#1) | 0.885 (#1) |" in text
+    assert "| 2 | weak | 2.00 | 0.525 (#2) | 0.300 (#2) | 140.000 (#2) | 0.485 (#2) † |" in text
+    # rag: 7 discordant pairs, all for strong: McNemar p = 2 / 2^7, one test so Holm changes nothing
+    assert "| strong | weak | items | 10 | +0.700 | McNemar (exact), discordant 7 vs 0 | 0.016 | 0.016 | yes |" in text
+    assert "| 1 | strong | 1.000 | [0.722, 1.000] | 10 | 10 | 0 | 0 | > weak (p = 0.016) |" in text
+    assert "zelo_battles: 1 row(s) of weak left out: scoring version 0 is older than 1 (rerun them)" in text
+    # an error item: marked, counted, and not a zero
+    assert "| 2 | weak † | 0.485 | [0.475, 0.495] | 4 | 5 | 1 | 0 |  |" in text
+    assert "![rss_probes: mean RSS by sequence length, a line per model and mode](rss_by_length.png)" in text
+    assert "| strong | line | 6 |" in text  # metrics per chunking strategy
+
+
+def test_the_html_is_one_self_contained_file(report):
+    page = (report / "leaderboard.html").read_text()
+    assert page.count('<img src="data:image/png;base64,') == 8
+    assert "<script" not in page and "<link" not in page and "@import" not in page and "url(" not in page
+    assert not re.search(r"(src|href)=\"(?!data:)", page)
+    assert page.count("<table>") == (report / "leaderboard.md").read_text().count("\n|---")
+    assert "<strong>mean</strong>" in page and "<code>python -m plugin report</code>" in page
+
+
+def test_compare_prints_what_changed(tmp_path, capsys):
+    old = write_results(tmp_path / "old", shipped_like_rows())
+    rows = [r for r in shipped_like_rows(shift=0.09) if r["item"] != "q9"]
+    rows.append(row("rag_interpretation", "newcomer", "q0", [1.0], test="test_rag_interpretation_by_similarity"))
+    rows.append(row("rag_interpretation", "strong", "q10", [1.0], test="test_rag_interpretation_by_similarity"))
+    new = write_results(tmp_path / "new", rows)
+    assert main(["report", "--results-dir", str(new), "--compare", str(old), "--out", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert f"changes since {old}:" in out
+    assert "  rag_interpretation: new model newcomer: 1.000 [0.207, 1.000], n=1" in out
+    assert "  rag_interpretation: 1 new item(s): q10" in out
+    assert "  rag_interpretation: 1 removed item(s): q9" in out
+    assert re.search(r"code_retrieval: weak moved beyond its 95% CI: 0\.525 \[.*\], n=12 -> 0\.615", out)
+    assert "rss_probes" not in out and "zelo_battles: strong" not in out  # unchanged
+    assert "Changes since" in (tmp_path / "r" / "leaderboard.md").read_text()
+    assert main(["report", "--results-dir", str(old), "--compare", str(old), "--out", str(tmp_path / "r")]) == 0
+    assert f"no changes since {old}" in capsys.readouterr().out
+
+
+def test_report_problems_are_one_line(tmp_path, capsys):
+    assert main(["report", "--results-dir", str(tmp_path / "missing")]) == 1
+    assert main(["report", "--results-dir", str(tmp_path)]) == 1
+    write_results(tmp_path, shipped_like_rows())
+    assert main(["report", "--results-dir", str(tmp_path), "--heatmap", "nope"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].endswith("missing: no such results folder")
+    assert err[1].endswith("no result rows (run `pytest benchmark` first)")
+    assert err[2].startswith("error: no zelo_battles item nope (items: stale, topic0,")
+
+
+def test_after_a_benchmark_run_the_report_shows_the_terminal_numbers(bench, server):
+    server.answer = lambda messages: "yes"
+    result = bench.runpytest("benchmark", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=7)
+    result.stdout.fnmatch_lines(
+        ["results: benchmark/results (significance tests, plots and HTML: python -m plugin report)"]
+    )
+    terminal = [line.split() for line in result.outlines if line.startswith(("scripted ", "bow "))]
+    assert len(terminal) == 2
+    results = bench.path / "benchmark" / "results"
+    assert main(["report", "--results-dir", str(results)]) == 0
+    text = (results / "report" / "leaderboard.md").read_text()
+    for model, _family, mean, low, high, n, items, errors, invalid in terminal:
+        assert f"| {model} | {mean} | {low} {high} | {n} | {items} | {errors} | {invalid} |" in text
+    assert (results / "report" / "leaderboard.html").is_file()
+    assert (results / "report" / "bars_rag_interpretation.png").is_file()
+
+
+# --- integrity ----------------------------------------------------------------------------------
+
+
+def test_a_hand_edited_score_is_caught_by_the_checksum(tmp_path, capsys):
+    results = write_results(tmp_path / "results", shipped_like_rows())
+    assert main(["checksum", str(results)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    assert main(["checksum", str(results)]) == 0
+    assert "ok: 4 file(s)" in capsys.readouterr().out
+
+    # reordering and reformatting the rows is not a change
+    path = results / "rag_interpretation.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(json.dumps(json.loads(line), indent=None) for line in reversed(lines)) + "\n")
+    assert checksum.verify(results) == []
+
+    # one score edited by hand
+    edited = [json.loads(line) for line in path.read_text().splitlines()]
+    edited[0]["score"] = 0.99 if edited[0]["score"] != 0.99 else 0.98
+    path.write_text("\n".join(json.dumps(r, sort_keys=True) for r in edited) + "\n")
+    assert main(["checksum", str(results)]) == 1
+    out = capsys.readouterr().out
+    assert "checksum mismatch: rag_interpretation.jsonl: rows changed since checksums.json was written (20 rows)" in out
+    assert "Checksum mismatch" in _report_intro(results, tmp_path)
+
+    # a file removed, another added
+    (results / "rss_probes.jsonl").rename(results / "rss_copy.jsonl")
+    problems = checksum.verify(results)
+    assert "rss_copy.jsonl: not in checksums.json (a new file)" in problems
+    assert "rss_probes.jsonl: missing (listed in checksums.json)" in problems
+
+    assert main(["checksum", str(results), "--write"]) == 0
+    assert checksum.verify(results) == []
+    assert "every row matches" in _report_intro(results, tmp_path)
+
+
+def _report_intro(results: Path, tmp_path: Path) -> str:
+    written = write_report(results, tmp_path / "report")
+    return written.markdown.read_text().split("## How to read it")[0]
+
+
+# --- the page in a browser ----------------------------------------------------------------------
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:
+    command = [
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",  # runs as root in CI containers
+        "--disable-gpu",
+        "--no-first-run",
+        "--allow-file-access-from-files",
+        f"--user-data-dir={profile}",
+        "--enable-logging=stderr",
+        "--v=0",
+        *args,
+    ]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian: apt-get install chromium)")
+def test_the_page_shows_its_tables_and_images_in_headless_chromium(report, tmp_path):
+    from matplotlib.image import imread
+
+    page = report / "leaderboard.html"
+    shot = tmp_path / "page.png"
+    result = chromium(f"--screenshot={shot}", "--window-size=1280,2400", page.as_uri(), profile=tmp_path / "p1")
+    assert result.returncode == 0, result.stderr[-2000:]
+    console = [line for line in result.stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
+    assert console == []
+    pixels = imread(shot)
+    assert pixels.shape[0] == 2400 and pixels.shape[1] == 1280
+    rgb = pixels[..., :3]
+    coloured = ((rgb.max(axis=2) - rgb.min(axis=2)) > 0.3).mean()  # the bars, lines and heatmaps
+    assert coloured > 0.005
+
+    # The same page with a probe that reports, once the page has loaded, every table and
+    # whether every image decoded (the report itself has no script).
+    probe = (
+        "<script>window.addEventListener('load', () => { const images = [...document.images];"
+        " document.body.dataset.tables = document.querySelectorAll('table').length;"
+        " document.body.dataset.images = images.filter(i => i.complete && i.naturalWidth > 0).length + '/'"
+        " + images.length; });</script></body>"
+    )
+    probed = tmp_path / "probed.html"
+    probed.write_text(page.read_text().replace("</body>", probe))
+    result = chromium("--dump-dom", probed.as_uri(), profile=tmp_path / "p2")
+    assert result.returncode == 0, result.stderr[-2000:]
+    tables = page.read_text().count("<table>")
+    assert f'data-tables="{tables}"' in result.stdout
+    assert 'data-images="8/8"' in result.stdout
+    assert "strong" in result.stdout and "McNemar (exact)" in result.stdout
+    assert [line for line in result.stderr.splitlines() if ":CONSOLE" in line] == []
