@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from plugin import bradley_terry, zbench_format
 from plugin.families import zelo
 from plugin.families.zelo_judges import Combine, Judgement, combine_judgements, judge_for
 from plugin.keys import md5_of
+from plugin.store import ends_torn, read_jsonl
 
 # Queries whose judgements are in flight at once; the models' own limits bound the requests.
 QUERIES_AT_ONCE = 8
@@ -83,48 +83,26 @@ class PairLog:
         self._torn: bool | None = None  # does the file end in a torn line? (checked once)
 
     def load(self) -> tuple[dict[str, dict[str, Any]], list[str]]:
+        rows, problems = read_jsonl(self.path)
         records: dict[str, dict[str, Any]] = {}
-        problems: list[str] = []
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return records, problems
-        for number, line in enumerate(data.split(b"\n"), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                record = None
-            if not isinstance(record, dict) or "key" not in record:
-                problems.append(f"{self.path.name}: line {number} is torn or not JSON (ignored)")
-                continue
-            records[str(record["key"])] = record
+        for record in rows:
+            if "key" in record:
+                records[str(record["key"])] = record
+            else:
+                problems.append(f"{self.path.name}: a record without a key (ignored)")
         return records, problems
 
     def append(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False) + "\n"
         with self._lock:
             if self._torn is None:
-                self._torn = _ends_torn(self.path)
+                self._torn = ends_torn(self.path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a", encoding="utf-8") as handle:
                 # after a torn line, start a fresh one so that this record stays readable
                 handle.write(("\n" if self._torn else "") + line)
                 handle.flush()  # in the file the moment it is made: a kill loses nothing recorded
             self._torn = False
-
-
-def _ends_torn(path: Path) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            if handle.tell() == 0:
-                return False
-            handle.seek(-1, os.SEEK_END)
-            return handle.read(1) != b"\n"
-    except FileNotFoundError:
-        return False
 
 
 def judgement_key(query: str, a: str, b: str, judge: JudgeModel, instruction: str) -> str:

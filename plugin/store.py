@@ -55,24 +55,8 @@ class ResultStore:
 
     def load(self, family: str) -> Loaded:
         """Every parseable row, in append order. Unparseable lines are reported, not fatal."""
-        loaded = Loaded()
-        path = self.path(family)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return loaded
-        for number, line in enumerate(data.split(b"\n"), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError:
-                row = None
-            if not isinstance(row, dict):
-                loaded.problems.append(f"{path.name}: line {number} is torn or not JSON (ignored)")
-                continue
-            loaded.rows.append(row)
-        return loaded
+        rows, problems = read_jsonl(self.path(family))
+        return Loaded(rows=rows, problems=problems)
 
     def load_all(self) -> dict[str, Loaded]:
         return {family: self.load(family) for family in self.families()}
@@ -112,6 +96,42 @@ class ResultStore:
             rows = sorted((r for r in newest.values() if keep is None or keep(r)), key=sort_key)
             _atomic_write(path, (json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows))
         return loaded
+
+
+def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The JSON objects of a JSONL file that writers append to, in order, and one problem
+    line per line that is torn or not an object: a killed writer must not make it unreadable."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return [], []
+    records: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if isinstance(record, dict):
+            records.append(record)
+        else:
+            problems.append(f"{path.name}: line {number} is torn or not JSON (ignored)")
+    return records, problems
+
+
+def ends_torn(path: Path) -> bool:
+    """Does a non-empty file end without a newline (a writer killed mid-line)?"""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            if handle.tell() == 0:
+                return False
+            handle.seek(-1, os.SEEK_END)
+            return handle.read(1) != b"\n"
+    except FileNotFoundError:
+        return False
 
 
 def _ends_with_newline(path: Path) -> bool:
