@@ -39,6 +39,7 @@ class BenchmarkState:
     _models: ModelSet | None = None
     _suite: Suite | None = None
     _completed: set[str] | None = None
+    _corpora: dict[tuple[str, str, str], str | None] = field(default_factory=dict)
 
     @property
     def store(self) -> ResultStore:
@@ -101,8 +102,13 @@ class BenchmarkState:
     def item_key(
         self, family: str, test: str, spec: ModelSpec, case: Case, scoring_version: int | str, module: Any = None
     ) -> str:
+        # Once per case and session: every model's item reads the same corpus, and collection
+        # and the run must agree on it.
+        memo_key = (getattr(module, "__name__", ""), case.family, case.id)
+        if memo_key not in self._corpora:
+            self._corpora[memo_key] = corpus_of(module, case)
         return result_key(
-            corpus=corpus_of(module, case),
+            corpus=self._corpora[memo_key],
             family=family,
             test=test,
             case=case.content(),

