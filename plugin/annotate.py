@@ -105,8 +105,17 @@ class PairLog:
             self._torn = False
 
 
-def judgement_key(query: str, a: str, b: str, judge: JudgeModel, instruction: str) -> str:
-    return md5_of({"query": query, "a": a, "b": b, "judge": judge.fingerprint, "instruction": instruction})
+def judgement_key(
+    query: str, a: str, b: str, judge: JudgeModel, instruction: str, documents: Sequence[str] = ()
+) -> str:
+    """What a judgement depends on. An LLM reads the pair and the prompt; a similarity judge
+    scales its scores over all the query's documents (BM25's IDF, the max-score scaling), so
+    for it the document set counts too, and the prompt does not."""
+    if getattr(judge.model, "kind", "llm") in ("llm", "ensemble"):
+        context: dict[str, Any] = {"instruction": instruction}
+    else:
+        context = {"documents": md5_of(sorted(documents))}
+    return md5_of({"query": query, "a": a, "b": b, "judge": judge.fingerprint, **context})
 
 
 @dataclass
@@ -129,7 +138,7 @@ def plan(item: zbench_format.QueryDocuments, judges: Sequence[JudgeModel], setti
     for matchup in matchups:
         a, b = matchup.shown
         for judge in judges:
-            keys[(a, b, judge.id)] = judgement_key(item.text, texts[a], texts[b], judge, settings.instruction)
+            keys[(a, b, judge.id)] = judgement_key(item.text, texts[a], texts[b], judge, settings.instruction, texts)
     return _Planned(item, ids, texts, matchups, keys)
 
 

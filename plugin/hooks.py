@@ -17,6 +17,7 @@ import pytest
 from plugin import runner
 from plugin.cache import set_cache_dir
 from plugin.cases import CaseInputError, without_prompts
+from plugin.cli import load_dotenv
 from plugin.leaderboard import render, render_metrics, summarise, summarise_metrics
 from plugin.models import aio
 from plugin.models.client import ModelError
@@ -42,7 +43,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     root = config.rootpath
-    _load_dotenv(root / ".env")
+    load_dotenv(root)  # API keys from .env; variables already set win
     benchmark_dir = root / str(config.getini("benchmark_dir"))
     results_option = config.getoption("--results-dir")
     results_dir = (
@@ -76,14 +77,6 @@ def pytest_configure(config: pytest.Config) -> None:
             state.models  # noqa: B018 - decide the matrix now, so a bad models.yaml stops the run at once
         except ModelsFileError as error:
             raise pytest.UsageError(str(error)) from None
-
-
-def _load_dotenv(path: Path) -> None:
-    """API keys from `.env`; variables already set in the environment win."""
-    if path.is_file():
-        from dotenv import load_dotenv
-
-        load_dotenv(path, override=False)
 
 
 def _selected(config: pytest.Config) -> bool:
@@ -272,8 +265,10 @@ class SessionEnd:
             keep = None
             if not suite.problems and family in state.known_families():
                 cases = suite.cases.get(family, [])
-                ids = {True: {c.id for c in cases}, False: {c.id for c in without_prompts(cases)}}
-                keep = lambda row, ids=ids: row.get("item") in ids[reads_prompts.get(row.get("model"), True)]  # noqa: E731
+                as_read = {c.id for c in cases}
+                collapsed = {c.id for c in without_prompts(cases)}
+                ids = {True: as_read, False: collapsed, None: as_read | collapsed}  # None: a model no longer listed
+                keep = lambda row, ids=ids: row.get("item") in ids[reads_prompts.get(row.get("model"))]  # noqa: E731
             self.store_notes += state.store.compact(family, keep).problems
         self.unreported = [p.line() for p in suite.problems if p.file not in state.collected_data_files]
         if self.unreported and session.exitstatus == 0:

@@ -75,7 +75,7 @@ class ResultStore:
             with open(path, "ab") as handle:
                 # A writer killed mid-line leaves no newline at the end; start on a fresh line so
                 # the torn fragment stays one bad line instead of corrupting this row too.
-                if handle.tell() > 0 and not _ends_with_newline(path):
+                if ends_torn(path):
                     line = b"\n" + line
                 handle.write(line)
 
@@ -132,12 +132,6 @@ def ends_torn(path: Path) -> bool:
             return handle.read(1) != b"\n"
     except FileNotFoundError:
         return False
-
-
-def _ends_with_newline(path: Path) -> bool:
-    with open(path, "rb") as handle:
-        handle.seek(-1, os.SEEK_END)
-        return handle.read(1) == b"\n"
 
 
 def _atomic_write(path: Path, lines: Iterable[str]) -> None:

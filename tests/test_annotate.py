@@ -290,3 +290,17 @@ def test_the_preference_matrix():
 def test_pairs_path():
     assert annotate.pairs_path(Path("data/x_annotated.jsonl")) == Path("data/x_annotated.pairs.jsonl")
     assert annotate.pairs_path(Path("out")) == Path("out.pairs.jsonl")
+
+
+def test_a_similarity_judgement_depends_on_the_document_set_and_an_llm_one_on_the_prompt():
+    from types import SimpleNamespace
+
+    from plugin.annotate import JudgeModel, judgement_key
+
+    bm25 = JudgeModel("bm25", SimpleNamespace(kind="retriever"), {"provider": "builtin", "model": "bm25@1"})
+    llm = JudgeModel("gpt", SimpleNamespace(kind="llm"), {"provider": "litellm", "model": "openai/x"})
+    few, more = ["a", "b"], ["a", "b", "c"]
+    assert judgement_key("q", "a", "b", bm25, "p", few) != judgement_key("q", "a", "b", bm25, "p", more)
+    assert judgement_key("q", "a", "b", bm25, "p", few) == judgement_key("q", "a", "b", bm25, "other", few)
+    assert judgement_key("q", "a", "b", llm, "p", few) == judgement_key("q", "a", "b", llm, "p", more)
+    assert judgement_key("q", "a", "b", llm, "p", few) != judgement_key("q", "a", "b", llm, "other", few)

@@ -4,6 +4,7 @@ pytester run on a tiny corpus."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import textwrap
@@ -526,3 +527,20 @@ def test_a_missing_corpus_or_expected_file_is_one_line_naming_the_case(project):
     )
     assert "Traceback" not in result.stdout.str()
     assert {r["status"] for r in stored(project)} == {"error"}
+
+
+def test_a_dangling_link_is_not_a_corpus_file(tmp_path):
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "a.py").write_text("def a():\n    return 1\n")
+    os.symlink(tmp_path / "repo" / "gone.py", tmp_path / "repo" / "b.py")  # points nowhere
+    corpus = load_corpus(CorpusSpec(path="repo", include=["*.py"]), tmp_path)
+    assert [f.path for f in corpus.files] == ["a.py"]
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root can read any file")
+def test_an_unreadable_corpus_file_is_one_line(tmp_path):
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "a.py").write_text("x = 1\n")
+    (tmp_path / "repo" / "a.py").chmod(0)
+    with pytest.raises(CaseInputError, match=r"^corpus .*: cannot read a.py: Permission denied$"):
+        load_corpus(CorpusSpec(path="repo", include=["*.py"]), tmp_path)

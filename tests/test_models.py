@@ -135,3 +135,20 @@ def test_the_fingerprint_follows_a_copy_with_other_settings():
     assert base.output_fingerprint() == first  # remembered
     changed = base.model_copy(update={"document_prefix": "passage: "})
     assert changed.output_fingerprint() == {**first, "document_prefix": "passage: "}
+
+
+def test_a_builtin_baselines_version_is_part_of_its_fingerprint(monkeypatch):
+    from plugin.models import spec as spec_module
+
+    bm25 = ModelSpec(id="b", kind="retriever", builtin="bm25")
+    before = bm25.output_fingerprint()
+    monkeypatch.setitem(spec_module.BUILTIN_VERSIONS, "bm25", 2)
+    assert ModelSpec(id="b", kind="retriever", builtin="bm25").output_fingerprint() != before
+
+
+def test_the_remembered_fingerprint_follows_the_environment(monkeypatch):
+    monkeypatch.setenv("RAGMATRIX_TEST_MODEL", "first")
+    llm = ModelSpec(id="l", kind="llm", litellm="openai/${RAGMATRIX_TEST_MODEL}")
+    assert llm.output_fingerprint()["model"] == "openai/first"
+    monkeypatch.setenv("RAGMATRIX_TEST_MODEL", "second")
+    assert llm.output_fingerprint()["model"] == "openai/second"

@@ -364,3 +364,11 @@ def test_the_summary_counts_calls_and_embeddings_of_this_run(bench, server):
     result.stdout.fnmatch_lines(
         ["this run: 5 LLM calls (5 from the response cache), * tokens; 0 texts embedded, 4 from*"]
     )
+
+
+def test_rows_of_a_model_no_longer_in_models_yaml_are_kept(bench, server):
+    run(bench).assert_outcomes(passed=ALL_ITEMS)
+    without_bow = models_yaml(server.base_url).split("  - id: bow")[0]
+    write(bench.path / "benchmark/models.yaml", without_bow)
+    run(bench).assert_outcomes(skipped=LLM_ITEMS + 1)  # and "no embedder in the matrix"
+    assert len([r for r in rows(bench) if r["model"] == "bow"]) == EMBEDDER_ITEMS

@@ -164,10 +164,8 @@ def test_a_changed_file_changes_the_fingerprint(tmp_path):
     write_jsonl(tmp_path / "a.jsonl", DOCS[:6])
     before = source_fingerprint(source, tmp_path)
     write_jsonl(tmp_path / "a.jsonl", DOCS[:7])
-    from plugin.families import text_sources
-
-    text_sources._fingerprint.cache_clear()  # a new process would not remember the old one
-    assert source_fingerprint(source, tmp_path) != before
+    assert source_fingerprint(source, tmp_path) != before  # even in the same process
+    assert load_documents(source, tmp_path) == DOCS[:7]
 
 
 MERGER_FILE = """
@@ -194,8 +192,9 @@ def test_mean_merger_and_user_mergers_from_a_file_or_a_checkpoint(tmp_path):
     torch.save(torch.nn.Sequential(torch.nn.Flatten(0, 1)), tmp_path / "flat.pt")  # (1, 1, d) -> (1, d)
     assert np.allclose(load_merger("flat.pt", tmp_path)(chunks[2:3]), [0, 0, 1])
     fingerprint = merger_fingerprint("merge.py:FirstChunk", tmp_path)
-    (tmp_path / "merge.py").write_text(MERGER_FILE + "\n# edited\n")
+    (tmp_path / "merge.py").write_text(MERGER_FILE.replace("chunks[:, 0, :]", "chunks[:, -1, :]"))
     assert merger_fingerprint("merge.py:FirstChunk", tmp_path) != fingerprint
+    assert np.allclose(load_merger("merge.py:FirstChunk", tmp_path)(chunks[:2]), [0, 1, 0])  # the edited code runs
     with pytest.raises(CaseInputError, match=r"^merger 'gone.py:X': file gone.py not found$"):
         merger_fingerprint("gone.py:X", tmp_path)
     with pytest.raises(CaseInputError, match=r"has no attribute Missing"):

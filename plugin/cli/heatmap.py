@@ -8,7 +8,7 @@ file (OUT.pairs.jsonl; several judges are averaged). From a benchmark results fi
 examples:
   python -m plugin heatmap data/queries_annotated.jsonl --query q1 -o q1.png
   python -m plugin heatmap benchmark/results/zelo_battles.jsonl \\
-      --query finance_bond_price_yield:json --model minilm -o bonds.png
+      --query finance_bond_price_yield --model minilm -o bonds.png
 """
 
 from __future__ import annotations

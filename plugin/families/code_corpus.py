@@ -196,7 +196,8 @@ def list_files(root: Path, include: list[str], exclude: list[str]) -> list[str]:
             relative = os.path.relpath(folder, base).replace(os.sep, "/")
             for name in names:
                 path = name if relative == "." else f"{relative}/{name}"
-                if regex.fullmatch(path):
+                # a regular file only: a dangling link or a socket is not code
+                if regex.fullmatch(path) and os.path.isfile(os.path.join(folder, name)):
                     chosen.add(path)
     return sorted(p for p in chosen if not _matches(p, exclude))
 
@@ -215,6 +216,14 @@ _corpora: dict[tuple[str, str, tuple[tuple[str, int, int], ...]], Corpus] = {}
 
 def load_corpus(spec: CorpusSpec, directory: Path) -> Corpus:
     """The corpus a case names, read once per process while its files are unchanged."""
+    try:
+        return _load_corpus(spec, directory)
+    except OSError as error:  # unreadable, or gone since it was listed
+        name = Path(error.filename).name if error.filename else spec.label
+        raise CaseInputError(f"corpus {spec.label}: cannot read {name}: {error.strerror or error}") from None
+
+
+def _load_corpus(spec: CorpusSpec, directory: Path) -> Corpus:
     root, single = locate(spec, directory)
     paths = single if single is not None else list_files(root, spec.include, spec.exclude)
     stamp = _stamp(root, paths)

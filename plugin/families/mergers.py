@@ -50,8 +50,8 @@ def merger_fingerprint(name: str, directory: Path) -> str:
 
 
 def load_merger(name: str, directory: Path) -> Merger:
-    """The merger a case names, loaded once per process."""
-    return _load(name, str(directory))
+    """The merger a case names, loaded once per process and version of its file."""
+    return _load(name, str(directory), merger_fingerprint(name, directory))
 
 
 def _split(name: str) -> tuple[str, str]:
@@ -88,7 +88,7 @@ def _resolve(path: str, directory: Path) -> Path:
 
 
 @lru_cache(maxsize=8)
-def _load(name: str, directory: str) -> Merger:
+def _load(name: str, directory: str, fingerprint: str) -> Merger:  # the fingerprint keys the memo
     import numpy as np
     import torch
 

@@ -66,16 +66,28 @@ class TextSource(BaseModel):
 
 
 def source_fingerprint(source: TextSource, directory: Path) -> str:
-    return _fingerprint(canonical_json(source.model_dump()), str(directory))
+    return _fingerprint(canonical_json(source.model_dump()), str(directory), _stamp(source, directory))
 
 
 def load_documents(source: TextSource, directory: Path) -> list[str]:
-    """The source's documents, read once per process."""
-    return list(_documents(canonical_json(source.model_dump()), str(directory)))
+    """The source's documents, read once per process and version of its files."""
+    return list(_documents(canonical_json(source.model_dump()), str(directory), source_fingerprint(source, directory)))
+
+
+def _stamp(source: TextSource, directory: Path) -> tuple[tuple[str, int, int], ...]:
+    """Size and mtime of the local files a source reads: they key the in-process memos, so an
+    edited file is read and hashed again (the built-in source is fixed for a process)."""
+    if source.files:
+        files = [f for pattern in source.files for f in _matches(pattern, directory)]
+    elif source.hf and Path(directory, source.hf).is_dir():
+        files = sorted(p for p in Path(directory, source.hf).rglob("*") if p.is_file())
+    else:
+        return ()
+    return tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
 
 
 @lru_cache(maxsize=32)
-def _fingerprint(source_json: str, directory: str) -> str:
+def _fingerprint(source_json: str, directory: str, stamp: tuple[tuple[str, int, int], ...]) -> str:
     source = TextSource.model_validate_json(source_json)
     if source.builtin:
         files = _python_docs_files()
@@ -103,7 +115,7 @@ def _hash_files(files: list[Path], base: Path | None = None) -> list[tuple[str, 
 
 
 @lru_cache(maxsize=8)
-def _documents(source_json: str, directory: str) -> tuple[str, ...]:
+def _documents(source_json: str, directory: str, fingerprint: str) -> tuple[str, ...]:
     source = TextSource.model_validate_json(source_json)
     if source.builtin:
         documents = _python_docs()
@@ -117,13 +129,17 @@ def _documents(source_json: str, directory: str) -> tuple[str, ...]:
     return tuple(documents)
 
 
+def _matches(pattern: str, directory: Path) -> list[Path]:
+    path = Path(pattern).expanduser()
+    path = path if path.is_absolute() else directory / path
+    matches = sorted(Path(p) for p in glob.glob(str(path))) if glob.has_magic(pattern) else [path]
+    return [m for m in matches if m.is_file()]
+
+
 def _local_files(source: TextSource, directory: Path) -> list[Path]:
     files: list[Path] = []
     for pattern in source.files or []:
-        path = Path(pattern).expanduser()
-        path = path if path.is_absolute() else directory / path
-        matches = sorted(Path(p) for p in glob.glob(str(path))) if glob.has_magic(pattern) else [path]
-        existing = [m for m in matches if m.is_file()]
+        existing = _matches(pattern, directory)
         if not existing:
             raise CaseInputError(f"text source file {pattern} not found")
         files.extend(existing)

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from plugin import bradley_terry, metrics
-from plugin.families.zelo_judges import CaseJudge, Judgement, judge_for
+from plugin.families.zelo_judges import CaseJudge, Judgement, judge_for, sign
 from plugin.outcome import Outcome
 
 # Bump when scoring changes: every stored result of this family is then recomputed.
@@ -231,7 +231,7 @@ def position_consistency(battles: Battles) -> float | None:
     both = [orders for orders in by_pair.values() if len(orders) == 2]
     if not both:
         return None
-    return sum(_sign(orders[False]) == _sign(orders[True]) for orders in both) / len(both)
+    return sum(sign(orders[False]) == sign(orders[True]) for orders in both) / len(both)
 
 
 def position_bias(battles: Battles) -> float | None:
@@ -247,7 +247,7 @@ def ensemble_agreement(battles: Battles) -> dict[str, Any] | None:
     for matchup, judgement in zip(battles.matchups, battles.judgements, strict=True):
         unique[matchup.shown] = judgement
     rated = [
-        [_sign(m.score) for m in j.members if m.score is not None]
+        [sign(m.score) for m in j.members if m.score is not None]
         for j in unique.values()
         if j.members is not None and all(m.valid for m in j.members)
     ]
@@ -262,10 +262,6 @@ def ensemble_agreement(battles: Battles) -> dict[str, Any] | None:
         "judgements": len(table),
         "members": next(j.member_ids for j in unique.values() if j.members is not None),
     }
-
-
-def _sign(x: float) -> float:
-    return float((x > 0) - (x < 0))
 
 
 def _round(x: float | None, digits: int = 6) -> float | None:

@@ -268,13 +268,13 @@ def combine_judgements(results: list[Judgement], ids: list[str], how: Combine) -
 
 def combine_scores(scores: Sequence[float], how: Combine) -> float:
     if how == "vote":
-        return sum(_sign(s) for s in scores) / len(scores)
+        return sum(sign(s) for s in scores) / len(scores)
     if how == "mean":
         return sum(scores) / len(scores)
     raise ValueError(f"unknown combine rule {how!r} (vote or mean)")
 
 
-def _sign(x: float) -> float:
+def sign(x: float) -> float:
     return float((x > 0) - (x < 0))
 
 

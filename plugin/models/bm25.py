@@ -17,8 +17,7 @@ from plugin.models.spec import ModelSpec
 if TYPE_CHECKING:
     import numpy as np
 
-# Bump when tokenizing or scoring changes: it is part of the model's fingerprint.
-VERSION = 1
+# Changing tokenizing, K1 or B means bumping BUILTIN_VERSIONS["bm25"] in plugin/models/spec.py.
 K1 = 1.5
 B = 0.75
 
@@ -79,15 +78,6 @@ class BM25Retriever:
     def __init__(self, spec: ModelSpec) -> None:
         self.spec = spec
         self.id = spec.id
-        self._fingerprint: str | None = None
-
-    @property
-    def fingerprint(self) -> str:
-        if self._fingerprint is None:
-            from plugin.keys import md5_of
-
-            self._fingerprint = md5_of({**self.spec.output_fingerprint(), "bm25": [VERSION, K1, B]})
-        return self._fingerprint
 
     def index_documents(self, documents: list[str]) -> BM25Index:
         """The documents indexed once, ready to score any number of queries."""

