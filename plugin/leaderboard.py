@@ -22,7 +22,7 @@ from typing import Any
 
 from plugin.cache import cache_dir
 from plugin.keys import md5_of
-from plugin.metrics import bootstrap_interval, mean_interval
+from plugin.metrics import bootstrap_interval, cluster_bootstrap_interval, mean_interval
 
 Row = dict[str, Any]
 
@@ -145,7 +145,7 @@ def item_score(row: Row) -> float | None:
 
 def _line(model: str, family: str, rows: Iterable[Row]) -> Line:
     rows = list(rows)
-    values: list[float] = []
+    by_case: dict[str, list[float]] = defaultdict(list)
     invalid = 0
     errors = 0
     for row in rows:
@@ -153,25 +153,39 @@ def _line(model: str, family: str, rows: Iterable[Row]) -> Line:
             errors += 1
             continue
         for entry in scored_iterations(row):
-            values.append(float(entry["score"]))
+            by_case[str(row.get("case"))].append(float(entry["score"]))
             invalid += entry.get("valid") is False
+    values = [v for scores in by_case.values() for v in scores]
     mean: float | None = None
     low: float | None = None
     high: float | None = None
     if values:
-        mean, low, high = _remembered_interval(values)
+        # One value per case: Wilson or a bootstrap. Several (prompt variants, chunkings,
+        # iterations of one case): a bootstrap over cases, since they are not independent;
+        # with only a few cases that would say nothing, and the items are resampled instead.
+        clustered = any(len(g) > 1 for g in by_case.values()) and len(by_case) >= MIN_CASES_TO_CLUSTER
+        groups = list(by_case.values()) if clustered else None
+        mean, low, high = _remembered_interval(values, groups=groups)
     return Line(model, family, mean, low, high, len(values), len(rows), errors, invalid)
 
 
 _INTERVALS = "intervals.json"
+# Fewer cases than this and the interval resamples items, not cases.
+MIN_CASES_TO_CLUSTER = 5
 
 
-def _remembered_interval(values: list[float], bootstrap: bool = False) -> tuple[float, float, float]:
+def _remembered_interval(
+    values: list[float], bootstrap: bool = False, groups: list[list[float]] | None = None
+) -> tuple[float, float, float]:
     """Intervals are remembered by the sorted values they came from: a fully cached run then
     prints the same leaderboard without importing scipy (over a second on its own).
-    `bootstrap` asks for a bootstrap interval even for values that are all 0 or 1."""
+    `bootstrap` asks for a bootstrap interval even for values that are all 0 or 1; `groups`
+    for one that resamples whole groups of values (see `cluster_bootstrap_interval`)."""
     path = cache_dir() / _INTERVALS
-    key = md5_of({"bootstrap": sorted(values)}) if bootstrap else md5_of(sorted(values))
+    if groups is not None:
+        key = md5_of({"groups": sorted(sorted(g) for g in groups)})
+    else:
+        key = md5_of({"bootstrap": sorted(values)}) if bootstrap else md5_of(sorted(values))
     try:
         known = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -179,7 +193,9 @@ def _remembered_interval(values: list[float], bootstrap: bool = False) -> tuple[
     if key in known:
         mean, low, high = known[key]
         return float(mean), float(low), float(high)
-    if bootstrap:
+    if groups is not None:
+        mean, low, high = cluster_bootstrap_interval(groups)
+    elif bootstrap:
         mean, (low, high) = sum(values) / len(values), bootstrap_interval(values)
     else:
         mean, low, high = mean_interval(values)

@@ -30,6 +30,40 @@ def bootstrap_interval(values: Sequence[float], confidence: float = 0.95, seed: 
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
+def cluster_bootstrap_interval(
+    groups: Sequence[Sequence[float]], confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
+    """Mean of all values and a percentile bootstrap interval that resamples whole groups.
+
+    Values of one group (a case's prompt variants, a query under several chunkings) are not
+    independent; resampling them one by one would give too narrow an interval. The statistic
+    is the pooled mean of the resampled groups, so it equals the plain mean on the data.
+    """
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    sums = np.asarray([sum(g) for g in groups], dtype=float)
+    counts = np.asarray([len(g) for g in groups], dtype=float)
+    mean = float(sums.sum() / counts.sum())
+    if len(groups) < 2 or np.allclose(sums / counts, mean):
+        return mean, mean, mean
+
+    def pooled_mean(indices: np.ndarray, axis: int = -1) -> np.ndarray:
+        chosen = indices.astype(int)
+        return sums[chosen].sum(axis=axis) / counts[chosen].sum(axis=axis)
+
+    result = bootstrap(
+        (np.arange(len(groups)),),
+        pooled_mean,
+        vectorized=True,
+        confidence_level=confidence,
+        method="percentile",
+        random_state=seed,
+        n_resamples=2000,
+    )
+    return mean, float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
 def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
     """Mean and 95% CI: Wilson when every value is 0 or 1, a bootstrap otherwise."""
     if not values:

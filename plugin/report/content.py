@@ -65,7 +65,9 @@ def _reading_guide() -> list[Block]:
             [
                 "**mean** is the family's headline score over every scored iteration of a model's items. "
                 "**95% CI**: a Wilson score interval when every score is 0 or 1 (a yes/no outcome), else a "
-                "percentile bootstrap interval of the mean (2,000 seeded resamples). **n** counts scored "
+                "percentile bootstrap interval of the mean (2,000 seeded resamples). When a case gives "
+                "several values (prompt variants, chunkings, iterations) and there are at least 5 cases, the "
+                "bootstrap resamples whole cases, since a case's values are not independent. **n** counts scored "
                 "iterations, **items** the model's items, **errors** the items that ended in a model error, "
                 "**invalid** the answers that could not be parsed (they score 0).",
                 "An interval describes one model's mean. Overlapping intervals do not make two models equal, "
