@@ -1,15 +1,9 @@
 """Code retrieval: can a model find the code that answers a question in a real codebase?
 
-Cases: benchmark/data/code_retrieval_data.yaml. Corpus: plugin/families/code_corpus.py.
-Chunking: plugin/families/chunking.py. Ranking and scoring: plugin/families/code_retrieval.py.
+Cases: benchmark/data/code_retrieval_data.yaml. The family: plugin/families/code_retrieval/.
 """
 
 from plugin.families import code_retrieval
-
-SCORING_VERSION = code_retrieval.SCORING_VERSION
-
-# The corpus files' paths and contents are part of every result key.
-corpus_fingerprint = code_retrieval.corpus_fingerprint
 
 
 def test_code_retrieval(retriever, case, record):

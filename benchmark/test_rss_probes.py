@@ -1,14 +1,9 @@
 """RSS probes: does one embedding of a long text still remember each of its parts?
 
-Cases: benchmark/data/rss_probes_data.yaml. Sampling and scoring: plugin/families/rss.py.
+Cases: benchmark/data/rss_probes_data.yaml. The family: plugin/families/rss/.
 """
 
 from plugin.families import rss
-
-SCORING_VERSION = rss.SCORING_VERSION
-
-# The source text and any user merger are part of every result key.
-corpus_fingerprint = rss.corpus_fingerprint
 
 
 def test_rss_probes(embedder, case, record):

@@ -1,16 +1,14 @@
 """zELO battles: a judge compares the case's documents in pairs, Bradley–Terry turns the
 outcomes into one zELO per document, and their ranking is scored against graded labels.
 
-Cases: benchmark/data/zelo_battles_data.yaml. Logic: plugin/families/zelo.py.
+Cases: benchmark/data/zelo_battles_data.yaml. The family: plugin/families/zelo_battles.py.
 """
 
-from plugin.families import zelo
-
-SCORING_VERSION = zelo.SCORING_VERSION
+from plugin.families import zelo_battles
 
 
 def test_zelo_battles(judge, case, record):
     """Any judge (an LLM, an ensemble, an embedder, BM25) battles the documents; the zELO
     ranking is scored by nDCG@k."""
-    battles = zelo.battle(judge, case)
-    record(zelo.score(case, battles))
+    battles = zelo_battles.battle(judge, case)
+    record(zelo_battles.score(case, battles))

@@ -5,6 +5,7 @@
 
 from plugin.fixtures import embedder, judge, llm, record, retriever
 from plugin.hooks import (
+    pytest_addhooks,
     pytest_addoption,
     pytest_collect_file,
     pytest_configure,
@@ -21,6 +22,7 @@ __all__ = [
     "embedder",
     "judge",
     "llm",
+    "pytest_addhooks",
     "pytest_addoption",
     "pytest_collect_file",
     "pytest_configure",

@@ -23,7 +23,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from plugin.families import schema_for
+from plugin.case import Case, Problem
+from plugin.families import family_named
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]+$")
 # libyaml's safe loader when PyYAML was built with it: every run, cached ones included, parses
@@ -33,70 +34,12 @@ SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 METADATA_FIELDS = {"domain", "tags", "description"}
 
 
-class CaseInputError(Exception):
-    """Input a case names cannot be read: a missing file, an empty source, too few documents.
-
-    Raise it with one line naming the problem; the item is recorded as an error, like a model
-    error, and pytest reports that line instead of a traceback.
-    """
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a data file, reported as one line."""
-
-    file: str
-    case: str | None
-    message: str
-    family: str | None = None
-
-    def line(self) -> str:
-        where = f"case '{self.case}'" if self.case else "file"
-        return f"{self.file}: {where}: {self.message}"
-
-
 class GenericCase(BaseModel):
     """Schema for a family that registers none: input and expected are free mappings."""
 
     model_config = ConfigDict(extra="forbid")
     input: dict[str, Any]
     expected: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Case:
-    """One expanded case: the unit a test function receives as `case`."""
-
-    family: str
-    name: str
-    choices: tuple[tuple[str, str], ...]  # (input field, variant name), in YAML order
-    input: Any  # the family schema's validated input (attribute access)
-    expected: Any
-    raw: dict[str, Any] = field(repr=False)  # input and expected as written, variants resolved
-    file: str = ""
-    metadata: dict[str, Any] = field(default_factory=dict, repr=False)
-    # The data file's folder: relative paths a case names (corpora, datasets) start here.
-    # It is not part of the key, so moving a checkout does not change results.
-    directory: Path = field(default=Path("."), repr=False, compare=False)
-
-    @property
-    def variant(self) -> str:
-        return ":".join(choice for _, choice in self.choices)
-
-    @property
-    def id(self) -> str:
-        """`case:choice1:choice2`, the name used in test ids, rows and `-k`."""
-        return ":".join([self.name, *(choice for _, choice in self.choices)])
-
-    def content(self) -> dict[str, Any]:
-        """What goes into the result key. Variant choices are a mapping, so that reordering
-        the variant fields in YAML does not change the key."""
-        return {
-            "case": self.name,
-            "input": self.raw["input"],
-            "expected": self.raw["expected"],
-            "variant": dict(self.choices),
-        }
 
 
 def without_prompts(cases: list[Case]) -> list[Case]:
@@ -109,7 +52,8 @@ def without_prompts(cases: list[Case]) -> list[Case]:
     collapsed: list[Case] = []
     seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
     for case in cases:
-        prompts = set(getattr(schema_for(case.family), "prompt_fields", ()))
+        family = family_named(case.family)
+        prompts = set(family.prompt_fields if family else ())
         if not prompts:
             collapsed.append(case)
             continue
@@ -236,7 +180,8 @@ def expand_case(
     def problem(message: str) -> tuple[list[Case], Problem]:
         return [], Problem(file, name, message, family)
 
-    schema = schema_for(family) or GenericCase
+    descriptor = family_named(family)
+    schema = descriptor.case_schema if descriptor else GenericCase
     # A family whose schema gives `expected` a default (a probe with no answer key) may omit it.
     expected_field = schema.model_fields.get("expected")
     required_fields = ["input"] + (["expected"] if expected_field is None or expected_field.is_required() else [])
@@ -252,7 +197,7 @@ def expand_case(
         return problem("'input' must be a mapping")
 
     # A family may declare input fields whose mappings are plain values, not variant sets.
-    plain_fields: set[str] = set(getattr(schema, "plain_input_fields", ()))
+    plain_fields: set[str] = set(descriptor.plain_input_fields if descriptor else ())
     variant_fields: list[tuple[str, list[str]]] = []
     for key, value in raw_input.items():
         if isinstance(value, dict) and key not in plain_fields:

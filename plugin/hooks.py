@@ -16,8 +16,10 @@ import pytest
 
 from plugin import runner
 from plugin.cache import set_cache_dir
-from plugin.cases import CaseInputError, without_prompts
+from plugin.case import CaseInputError
+from plugin.cases import without_prompts
 from plugin.cli import load_dotenv
+from plugin.families import family_named, register
 from plugin.leaderboard import render, render_metrics, summarise, summarise_metrics
 from plugin.models import aio
 from plugin.models.client import ModelError
@@ -25,6 +27,12 @@ from plugin.models.spec import ModelsFileError
 from plugin.session import MODEL_FIXTURES, STATE_KEY, BenchmarkState, get_state
 
 _HELP_MODELS = "comma-separated model ids from benchmark/models.yaml to run (default: all available)"
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from plugin import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -66,6 +74,9 @@ def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "ragmatrix_models" in workerinput:
         state.given_models = workerinput["ragmatrix_models"]
+    for families in config.hook.pytest_ragmatrix_families(config=config):
+        for family in families:
+            register(family)
     set_cache_dir(root / ".benchmark_cache")
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(SessionEnd(state, controller=workerinput is None), "ragmatrix-session-end")
@@ -167,19 +178,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     state = metafunc.config.stash.get(STATE_KEY, None)
     if state is None or "case" not in metafunc.fixturenames:
         return
-    family = state.family_of(Path(metafunc.module.__file__))
+    name = state.family_of(Path(metafunc.module.__file__))
     kinds = [k for k in MODEL_FIXTURES if k in metafunc.fixturenames]
-    if family is None or not kinds:
+    if name is None or not kinds:
         return
     if len(kinds) > 1:
         pytest.fail(
             f"{metafunc.function.__name__}: take one of {', '.join(MODEL_FIXTURES)}, not several", pytrace=False
         )
-    scoring_version = getattr(metafunc.module, "SCORING_VERSION", None)
-    if scoring_version is None:
-        pytest.fail(f"{metafunc.module.__name__}: a benchmark module must define SCORING_VERSION", pytrace=False)
+    family = family_named(name)
+    if family is None:
+        pytest.fail(
+            f"{metafunc.module.__name__}: no family '{name}' is registered (declare FAMILY = Family(...) in a "
+            "plugin/families module, an entry point or the pytest_ragmatrix_families hook)",
+            pytrace=False,
+        )
     kind = kinds[0]
-    cases = state.suite.cases.get(family, [])
+    cases = state.suite.cases.get(name, [])
     marker = metafunc.definition.get_closest_marker("cases")
     if marker is not None:
         # A keyword, not a positional argument: pytest.mark.x(callable) would decorate it.
@@ -190,11 +205,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     for spec in state.models.of_kind(kind):
         for case in cases if spec.reads_prompts else without_prompts(cases):
             marks = [pytest.mark.xdist_group(spec.id)]
-            if state.item_key(family, test, spec, case, scoring_version, metafunc.module) in state.completed_keys:
+            plan = state.plan(metafunc.module.__name__, test, family, spec, case)
+            if plan.key in state.completed_keys:
                 marks.append(pytest.mark.skip(reason="cached"))
             params.append(pytest.param(spec, case, id=f"{spec.id}-{case.id}", marks=marks))
     if not params:
-        reason = f"no {kind} in the matrix (see the session header)" if cases else f"no {family} cases"
+        reason = f"no {kind} in the matrix (see the session header)" if cases else f"no {name} cases"
         params = [pytest.param(None, None, id=f"no-{kind}", marks=pytest.mark.skip(reason=reason))]
     metafunc.parametrize([kind, "case"], params, indirect=[kind])
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from plugin.cache import cache_dir
 from plugin.keys import md5_of
-from plugin.metrics import bootstrap_interval, cluster_bootstrap_interval, mean_interval
+from plugin.stats.metrics import bootstrap_interval, cluster_bootstrap_interval, mean_interval
 
 Row = dict[str, Any]
 

@@ -8,35 +8,22 @@ to the store when the item is done, so a run killed later loses nothing already 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from plugin.cases import CaseInputError
+from plugin.case import CaseInputError
 from plugin.models.client import ModelError
 from plugin.models.usage import Usage, current_sample, current_usage
 from plugin.outcome import Outcome
 from plugin.secrets import redact
-from plugin.session import MODEL_FIXTURES, BenchmarkState
+from plugin.session import MODEL_FIXTURES, BenchmarkState, ItemPlan
 
 
 class ModelFailure(Exception):
     """Raised after recording a model or input error, so pytest reports the item as failed
     with one line."""
-
-
-@dataclass(frozen=True)
-class ItemPlan:
-    """What identifies a benchmark item and its result."""
-
-    family: str
-    test: str
-    model: Any  # ModelSpec
-    case: Any  # Case
-    key: str
-    scoring_version: int | str
 
 
 class Recorder:
@@ -54,19 +41,16 @@ class Recorder:
 
 
 def plan_for(item: pytest.Item, state: BenchmarkState) -> ItemPlan | None:
+    """The plan made for this item at collection, or None for a test that is no benchmark item."""
     callspec = getattr(item, "callspec", None)
     module = getattr(item, "module", None)
     if callspec is None or module is None or "case" not in callspec.params:
         return None
-    family = state.family_of(module.__file__)
     kinds = [k for k in MODEL_FIXTURES if k in callspec.params]
-    if family is None or not kinds:
+    spec, case = (callspec.params[kinds[0]], callspec.params["case"]) if kinds else (None, None)
+    if spec is None or case is None:
         return None
-    spec, case = callspec.params[kinds[0]], callspec.params["case"]
-    scoring_version = module.SCORING_VERSION
-    test = item.originalname  # type: ignore[attr-defined]
-    key = state.item_key(family, test, spec, case, scoring_version, module)
-    return ItemPlan(family, test, spec, case, key, scoring_version)
+    return state.plans.get((module.__name__, item.originalname, spec.id, case.id))  # type: ignore[attr-defined]
 
 
 def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> None:
@@ -100,7 +84,7 @@ def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> No
         if crash is not None:
             break
     row = build_row(plan, entries, usage, time.perf_counter() - started)
-    state.store.append(plan.family, row)
+    state.store.append(plan.family.name, row)
     # Reports travel to the xdist controller; this is how the session totals reach it.
     item.user_properties.append(("ragmatrix_usage", row["usage"]))
     if crash is not None:
@@ -113,7 +97,7 @@ def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> No
 def record_setup_error(plan: ItemPlan, state: BenchmarkState, message: str) -> None:
     """A model that could not even be built: one error row, so the failure is on record."""
     row = build_row(plan, [{"error": redact(message)}], Usage(), 0.0)
-    state.store.append(plan.family, row)
+    state.store.append(plan.family.name, row)
 
 
 def build_row(plan: ItemPlan, entries: list[dict[str, Any]], usage: Usage, duration: float) -> dict[str, Any]:
@@ -123,13 +107,13 @@ def build_row(plan: ItemPlan, entries: list[dict[str, Any]], usage: Usage, durat
     ok = errors == 0 and len(scored) > 0
     return {
         "key": plan.key,
-        "family": plan.family,
+        "family": plan.family.name,
         "test": plan.test,
         "model": plan.model.id,
         "case": plan.case.name,
         "variant": plan.case.variant,
         "item": plan.case.id,
-        "scoring_version": plan.scoring_version,
+        "scoring_version": plan.family.scoring_version,
         "status": "ok" if ok else "error",
         # An item with any error has no score: a partial mean would hide the failure.
         "score": (sum(scores) / len(scores)) if ok and scores else None,

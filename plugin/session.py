@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
-from plugin.cases import Case, CaseInputError, Suite, load_suite
+from plugin.case import Case, CaseInputError
+from plugin.cases import Suite, load_suite
+from plugin.families import Family
 from plugin.keys import result_key
 from plugin.models.registry import Registry
 from plugin.models.spec import ModelSet, ModelSpec, load_models, select_models
@@ -39,7 +41,9 @@ class BenchmarkState:
     _models: ModelSet | None = None
     _suite: Suite | None = None
     _completed: set[str] | None = None
-    _corpora: dict[tuple[str, str, str], str | None] = field(default_factory=dict)
+    _corpora: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    # Each item's plan, made once at collection: (module, test, model id, case id) -> plan.
+    plans: dict[tuple[str, str, str, str], ItemPlan] = field(default_factory=dict)
 
     @property
     def store(self) -> ResultStore:
@@ -50,6 +54,7 @@ class BenchmarkState:
         return self.benchmark_dir / "data"
 
     def known_families(self) -> list[str]:
+        """The families this benchmark checks: those with a `test_<family>.py` module."""
         return sorted(p.stem[len("test_") :] for p in self.benchmark_dir.glob("test_*.py"))
 
     def family_of(self, module_path: Path) -> str | None:
@@ -99,36 +104,48 @@ class BenchmarkState:
             self._completed = set() if self.run_all else self.store.completed_keys()
         return self._completed
 
-    def item_key(
-        self, family: str, test: str, spec: ModelSpec, case: Case, scoring_version: int | str, module: Any = None
-    ) -> str:
-        # Once per case and session: every model's item reads the same corpus, and collection
-        # and the run must agree on it.
-        memo_key = (getattr(module, "__name__", ""), case.family, case.id)
+    def plan(self, module: str, test: str, family: Family, spec: ModelSpec, case: Case) -> ItemPlan:
+        """The item's plan with its result key, computed once per item and session."""
+        ident = (module, test, spec.id, case.id)
+        plan = self.plans.get(ident)
+        if plan is None:
+            key = result_key(
+                corpus=self.corpus_of(family, case),
+                family=family.name,
+                test=test,
+                case=case.content(),
+                scoring_version=family.scoring_version,
+                model=spec.output_fingerprint(),
+                iterations=self.iterations,
+            )
+            plan = self.plans[ident] = ItemPlan(family, test, spec, case, key)
+        return plan
+
+    def corpus_of(self, family: Family, case: Case) -> str | None:
+        """The fingerprint of the corpus or dataset a case reads, once per case and session:
+        every model's item reads the same corpus, and collection and the run must agree on it.
+        Unreadable input keys as such; the test then records the error."""
+        memo_key = (family.name, case.id)
         if memo_key not in self._corpora:
-            self._corpora[memo_key] = corpus_of(module, case)
-        return result_key(
-            corpus=self._corpora[memo_key],
-            family=family,
-            test=test,
-            case=case.content(),
-            scoring_version=scoring_version,
-            model=spec.output_fingerprint(),
-            iterations=self.iterations,
-        )
+            fingerprint: str | None = None
+            if family.corpus_fingerprint is not None:
+                try:
+                    fingerprint = str(family.corpus_fingerprint(case))
+                except CaseInputError as error:
+                    fingerprint = f"unavailable: {error}"
+            self._corpora[memo_key] = fingerprint
+        return self._corpora[memo_key]
 
 
-def corpus_of(module: Any, case: Case) -> str | None:
-    """The fingerprint of the corpus or dataset a case reads, from the benchmark module's
-    optional `corpus_fingerprint(case)`. It goes into the result key, so a changed corpus means
-    new results. Unreadable input keys as such; the test then records the error."""
-    fingerprint = getattr(module, "corpus_fingerprint", None)
-    if fingerprint is None:
-        return None
-    try:
-        return str(fingerprint(case))
-    except CaseInputError as error:
-        return f"unavailable: {error}"
+@dataclass(frozen=True)
+class ItemPlan:
+    """What identifies a benchmark item and its result."""
+
+    family: Family
+    test: str
+    model: ModelSpec
+    case: Case
+    key: str
 
 
 def get_state(config: pytest.Config) -> BenchmarkState:

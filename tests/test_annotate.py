@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from project import REPO
 
-from plugin import annotate
 from plugin.cli import main
 from plugin.testing.openai_server import Reply
+from plugin.zelo import annotate
 
 pytestmark = pytest.mark.usefixtures("fresh_event_loop")
 
@@ -279,7 +279,7 @@ def test_heatmaps_from_an_annotated_file_and_from_benchmark_rows(project, server
 
 
 def test_the_preference_matrix():
-    from plugin.heatmap import preference_matrix
+    from plugin.report.heatmap import preference_matrix
 
     matrix = preference_matrix(["a", "b", "c"], [("a", "b", -1.0), ("b", "a", 0.5), ("c", "a", None)])
     # (a, b, -1): A = a is preferred, a over b +1; (b, a, 0.5): B = a is preferred, +0.5; mean 0.75
@@ -295,7 +295,7 @@ def test_pairs_path():
 def test_a_similarity_judgement_depends_on_the_document_set_and_an_llm_one_on_the_prompt():
     from types import SimpleNamespace
 
-    from plugin.annotate import JudgeModel, judgement_key
+    from plugin.zelo.annotate import JudgeModel, judgement_key
 
     bm25 = JudgeModel("bm25", SimpleNamespace(kind="retriever"), {"provider": "builtin", "model": "bm25@1"})
     llm = JudgeModel("gpt", SimpleNamespace(kind="llm"), {"provider": "litellm", "model": "openai/x"})

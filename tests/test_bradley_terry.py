@@ -11,9 +11,9 @@ import pytest
 from scipy.optimize import minimize
 from scipy.stats import spearmanr
 
-from plugin import bradley_terry
-from plugin.families import zelo
-from plugin.families.zelo_judges import combine_scores
+from plugin.stats import bradley_terry
+from plugin.zelo import battles as zelo
+from plugin.zelo.judges import combine_scores
 
 
 def brute_force(n: int, observations, ridge: float) -> np.ndarray:

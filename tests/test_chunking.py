@@ -8,8 +8,8 @@ import textwrap
 import pytest
 from pydantic import ValidationError
 
-from plugin.families.chunking import Chunk, Chunking, chunk_file, line_chunks, markdown_sections
-from plugin.families.code_corpus import stdlib_root
+from plugin.families.code_retrieval.chunking import Chunk, Chunking, chunk_file, line_chunks, markdown_sections
+from plugin.families.code_retrieval.corpus import stdlib_root
 
 SEMANTIC = Chunking(strategy="semantic")
 

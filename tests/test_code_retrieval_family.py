@@ -14,10 +14,11 @@ import pytest
 import yaml
 from project import REPO, write
 
-from plugin.cases import CaseInputError, expand_case
-from plugin.families import code_retrieval
-from plugin.families.chunking import Chunk
-from plugin.families.code_corpus import CorpusSpec, list_files, load_corpus, locate, stdlib_root
+from plugin.case import CaseInputError
+from plugin.cases import expand_case
+from plugin.families.code_retrieval import retrieval as code_retrieval
+from plugin.families.code_retrieval.chunking import Chunk
+from plugin.families.code_retrieval.corpus import CorpusSpec, list_files, load_corpus, locate, stdlib_root
 from plugin.leaderboard import render_metrics, summarise_metrics
 from plugin.models.bm25 import BM25Retriever, code_tokens
 from plugin.models.embedding_cache import EmbeddingCache

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from plugin.leaderboard import summarise
-from plugin.metrics import bootstrap_interval, cluster_bootstrap_interval
+from plugin.stats.metrics import bootstrap_interval, cluster_bootstrap_interval
 
 DATA = [0.2, 0.9, 0.4, 0.7, 0.1, 0.8, 0.6, 0.3]
 

@@ -291,14 +291,21 @@ def test_keys_are_read_from_a_dotenv_file(bench, server, monkeypatch):
     result.stdout.fnmatch_lines(["ragmatrix: models: bow (embedder), needs-key (embedder)"])
 
 
-TOY_MODULE = """
+# A family added from outside the plugin, in three files: its module (registered through the
+# pytest_ragmatrix_families hook, loaded with -p), its benchmark module and its data file.
+TOY_FAMILY = """
 import hashlib
 from pathlib import Path
 
-from plugin import Outcome
-from plugin.cases import CaseInputError
+from pydantic import BaseModel
 
-SCORING_VERSION = 1
+from plugin.case import CaseInputError
+from plugin.families import Family, Headline
+
+
+class ToyCase(BaseModel):
+    input: dict
+    expected: dict
 
 
 def corpus_fingerprint(case):
@@ -308,29 +315,55 @@ def corpus_fingerprint(case):
     return hashlib.md5(path.read_bytes()).hexdigest()
 
 
+FAMILY = Family(
+    name="toy",
+    scoring_version=1,
+    case_schema=ToyCase,
+    headline=Headline("toy score", "the share of toy corpora found"),
+    corpus_fingerprint=corpus_fingerprint,
+)
+
+
+def pytest_ragmatrix_families(config):
+    return [FAMILY]
+"""
+
+TOY_MODULE = """
+import toy_family
+
+from plugin import Outcome
+
+
 def test_toy(embedder, case, record):
-    corpus_fingerprint(case)
+    toy_family.corpus_fingerprint(case)
     record(Outcome(1.0))
 """
 
 
-def test_a_corpus_fingerprint_keys_results_and_a_missing_corpus_is_one_line(bench, server):
+def write_toy_family(bench: pytest.Pytester) -> None:
+    write(bench.path / "toy_family.py", TOY_FAMILY)
     write(bench.path / "benchmark/test_toy.py", TOY_MODULE)
+    bench.syspathinsert()
+
+
+def test_a_corpus_fingerprint_keys_results_and_a_missing_corpus_is_one_line(bench, server):
+    write_toy_family(bench)
     write(bench.path / "corpus.txt", "first version")
     write(
         bench.path / "benchmark/data/toy_data.yaml",
         "toy:\n  - case: present\n    input: {file: corpus.txt}\n    expected: {}\n"
         "  - case: absent\n    input: {file: missing.txt}\n    expected: {}\n",
     )
-    result = run(bench, "-k", "toy and bow")
+    toy = ("-p", "toy_family", "-k", "toy and bow")
+    result = run(bench, *toy)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*error in 1 of 1 iteration(s): case 'absent': corpus file missing.txt not found"])
     assert "Traceback" not in result.stdout.str()
     stored = {r["item"]: r for r in rows_of(bench, "toy")}
     assert stored["absent"]["status"] == "error" and stored["present"]["status"] == "ok"
-    run(bench, "-k", "toy and bow").assert_outcomes(skipped=1, failed=1)
+    run(bench, *toy).assert_outcomes(skipped=1, failed=1)
     write(bench.path / "corpus.txt", "second version")  # a changed corpus means a new result
-    run(bench, "-k", "toy and bow").assert_outcomes(passed=1, failed=1)
+    run(bench, *toy).assert_outcomes(passed=1, failed=1)
 
 
 def rows_of(pytester: pytest.Pytester, family: str) -> list[dict]:

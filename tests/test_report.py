@@ -21,7 +21,7 @@ from plugin.cli import main
 from plugin.leaderboard import select, summarise
 from plugin.report import write_report
 from plugin.report.tables import gather, ranks
-from plugin.significance import MCNEMAR, PERMUTATION, holm, mcnemar_exact, paired_permutation, paired_test
+from plugin.stats.significance import MCNEMAR, PERMUTATION, holm, mcnemar_exact, paired_permutation, paired_test
 
 
 @pytest.fixture(autouse=True)

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from project import REPO, models_yaml, write
 
-from plugin.cases import CaseInputError, expand_case
-from plugin.families import rss
-from plugin.families.mergers import load_merger, mean_prefixes, merger_fingerprint
-from plugin.families.text_sources import TextSource, load_documents, source_fingerprint
+from plugin.case import CaseInputError
+from plugin.cases import expand_case
+from plugin.families.rss import probes as rss
+from plugin.families.rss.mergers import load_merger, mean_prefixes, merger_fingerprint
+from plugin.families.rss.text_sources import TextSource, load_documents, source_fingerprint
 from plugin.models.embedding_cache import EmbeddingCache
 from plugin.models.lexical import HashingBagOfWords
 from plugin.models.spec import ModelSpec

@@ -9,19 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from plugin import metrics
 from plugin.cases import expand_case, load_suite
-from plugin.families import zelo
-from plugin.families.zelo_judges import (
+from plugin.models.lexical import HashingBagOfWords
+from plugin.models.registry import Registry
+from plugin.models.spec import ModelsFileError, ModelSpec, load_models, select_models
+from plugin.stats import metrics
+from plugin.zelo import battles as zelo
+from plugin.zelo.judges import (
     Judgement,
     SimilarityJudge,
     combine_judgements,
     combine_scores,
     parse_verdict,
 )
-from plugin.models.lexical import HashingBagOfWords
-from plugin.models.registry import Registry
-from plugin.models.spec import ModelsFileError, ModelSpec, load_models, select_models
 
 ROOT = Path(__file__).resolve().parents[1]
 

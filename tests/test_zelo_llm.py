@@ -10,13 +10,13 @@ import pytest
 from project import server_spec, write
 
 from plugin.cache import SqliteCache
-from plugin.families import zelo
 from plugin.models.chat import ChatModel
 from plugin.models.client import ModelError
 from plugin.models.ensemble import Ensemble
 from plugin.models.litellm_provider import LitellmChat
 from plugin.models.spec import ModelSpec
 from plugin.testing.openai_server import OpenAIServer, Reply
+from plugin.zelo import battles as zelo
 
 pytestmark = pytest.mark.usefixtures("fresh_event_loop")
 

@@ -53,14 +53,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from plugin import annotate, zbench_format
     from plugin.cache import set_cache_dir
     from plugin.cli import CommandError, load_dotenv
-    from plugin.families.zelo_judges import DEFAULT_INSTRUCTION
     from plugin.models import aio
     from plugin.models.client import ModelError
     from plugin.models.registry import Registry
     from plugin.models.usage import Usage, current_usage
+    from plugin.zelo import annotate, zbench_format
+    from plugin.zelo.judges import DEFAULT_INSTRUCTION
 
     if args.cycles < 1:
         raise CommandError("--cycles must be at least 1")
@@ -130,10 +130,10 @@ def _hidden(args: argparse.Namespace) -> bool | None:
 
 
 def _judges(args: argparse.Namespace, registry: Any) -> tuple[list[Any], Any]:
-    from plugin.annotate import JudgeModel
     from plugin.cli import CommandError
     from plugin.models.client import ModelError
     from plugin.models.spec import ModelsFileError, load_models, select_models
+    from plugin.zelo.annotate import JudgeModel
 
     wanted = list(dict.fromkeys(j.strip() for j in args.judges.split(",") if j.strip()))
     if not wanted:

@@ -31,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from plugin import heatmap
     from plugin.cli import CommandError
+    from plugin.report import heatmap
 
     first = _first_line(args.source)
     if first is None:
@@ -61,8 +61,8 @@ def _first_line(path: Path) -> dict[str, Any] | None:
 
 
 def _from_annotated(args: argparse.Namespace) -> tuple[dict[str, float], list[Any], str]:
-    from plugin import annotate, zbench_format
     from plugin.cli import CommandError
+    from plugin.zelo import annotate, zbench_format
 
     try:
         items = {item.id: item for item in zbench_format.read(args.source, annotated=True)}

@@ -40,8 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def evaluate(truth: dict[str, float], system: dict[str, float], k: int, k_gt: int, gain: str) -> dict[str, Any]:
     """The metrics of one query; `truth` and `system` map document ids to scores."""
-    from plugin import metrics
-    from plugin.families.zelo import ranking
+    from plugin.stats import metrics
+    from plugin.zelo.battles import ranking
 
     ids = [d for d in truth if d in system]
     truth = {d: truth[d] for d in ids}
@@ -59,8 +59,8 @@ def evaluate(truth: dict[str, float], system: dict[str, float], k: int, k_gt: in
 
 
 def run(args: argparse.Namespace) -> int:
-    from plugin import zbench_format
     from plugin.cli import CommandError
+    from plugin.zelo import zbench_format
 
     if args.k < 1 or (args.k_gt is not None and args.k_gt < 1):
         raise CommandError("--k and --k-gt must be at least 1")

@@ -1,28 +1,55 @@
-"""The check families: domain logic free of pytest.
+"""The family registry: which check families exist, found in one place.
 
-Each family module exports `SCORING_VERSION` (bumped whenever scoring changes, so that old
-results are recomputed) and, optionally, a pydantic case schema. The schema registry is
-lazy: naming a family imports only its module, and only when its cases are loaded.
+Families come from three sources, in this order (a later one with the same name wins):
+
+- the modules and packages of this package that declare `FAMILY = Family(...)`;
+- installed distributions' entry points in the group `ragmatrix.families`, each naming a
+  `Family` object (`"toy = mypackage.toy:FAMILY"`);
+- the `pytest_ragmatrix_families` pytest hook (see `plugin.hookspecs`), whose implementations return
+  lists of `Family`; the plugin registers them when pytest starts.
+
+Importing this package imports no family: the scan runs on first use.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import pkgutil
+from importlib.metadata import entry_points
 
-# family name -> "module:SchemaClass"
-CASE_SCHEMAS: dict[str, str] = {
-    "rag_interpretation": "plugin.families.rag:RagCase",
-    "code_retrieval": "plugin.families.code_retrieval:CodeRetrievalCase",
-    "rss_probes": "plugin.families.rss:RssCase",
-    "zelo_battles": "plugin.families.zelo:ZeloCase",
-}
+from plugin.families.base import Family, Headline, Plot
+
+__all__ = ["Family", "Headline", "Plot", "all_families", "family_named", "register"]
+
+ENTRY_POINT_GROUP = "ragmatrix.families"
+_families: dict[str, Family] | None = None
+_registered: dict[str, Family] = {}
 
 
-def schema_for(family: str) -> Any | None:
-    """The pydantic model that validates an expanded case of `family`, or None."""
-    target = CASE_SCHEMAS.get(family)
-    if target is None:
-        return None
-    module_name, _, attribute = target.partition(":")
-    return getattr(importlib.import_module(module_name), attribute)
+def all_families() -> dict[str, Family]:
+    """Every known family by name."""
+    global _families
+    if _families is None:
+        found: dict[str, Family] = {}
+        for module in pkgutil.iter_modules(__path__):
+            if module.name == "base":
+                continue
+            family = getattr(importlib.import_module(f"{__name__}.{module.name}"), "FAMILY", None)
+            if isinstance(family, Family):
+                found[family.name] = family
+        for point in entry_points(group=ENTRY_POINT_GROUP):
+            family = point.load()
+            if isinstance(family, Family):
+                found[family.name] = family
+        _families = found
+    return {**_families, **_registered}
+
+
+def family_named(name: str) -> Family | None:
+    return all_families().get(name)
+
+
+def register(family: Family) -> Family:
+    """Add a family at run time (the pytest hook's families, a test's toy family)."""
+    _registered[family.name] = family
+    return family

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 import string
-from typing import ClassVar, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from plugin.families.base import Family, Headline
 from plugin.outcome import Outcome
 
 # Bump when scoring changes: every stored result of this family is then recomputed.
@@ -93,8 +94,6 @@ class RagExpected(BaseModel):
 
 class RagCase(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    # Only an LLM reads the instruction: its variants collapse for the embedder baseline.
-    prompt_fields: ClassVar[tuple[str, ...]] = ("instruction",)
     input: RagInput
     expected: RagExpected
 
@@ -183,3 +182,13 @@ def judge_by_similarity(case: object, similarities: list[float]) -> Outcome:
         similarity=round(best, 6),
         threshold=SIMILARITY_THRESHOLD,
     )
+
+
+FAMILY = Family(
+    name="rag_interpretation",
+    scoring_version=SCORING_VERSION,
+    case_schema=RagCase,
+    headline=Headline("accuracy", "accuracy: the share of items judged or answered right"),
+    # Only an LLM reads the instruction: its variants collapse for the embedder baseline.
+    prompt_fields=("instruction",),
+)

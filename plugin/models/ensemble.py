@@ -1,7 +1,7 @@
 """An ensemble of LLM judges: a model of its own in the matrix, made of its members.
 
 It holds the built member models and the rule that combines their scores (`vote` or `mean`);
-the judging itself is the family's (see `plugin.families.zelo_judges`). Each member keeps its
+the judging itself is the family's (see `plugin.zelo.judges`). Each member keeps its
 own concurrency limit, timeouts, retries and response cache.
 """
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from plugin.leaderboard import MetricLine, scored_iterations
 from plugin.report.document import Block, Bullets, Heading, Image, Paragraph, Table
 from plugin.report.tables import RANK_RULE, Comparison, FamilyTable, Tables
-from plugin.significance import ALPHA, MCNEMAR
+from plugin.stats.significance import ALPHA, MCNEMAR
 
 BETTER = ">"  # significantly better than the model ranked next
 SAME = "≈"  # no significant difference

@@ -1,6 +1,6 @@
 """The report's PNG plots (matplotlib, Agg): a bar chart with 95% CI whiskers per family, RSS by
 sequence length, metrics per variant (code retrieval: per chunking strategy), and zELO
-preference heatmaps (drawn by `plugin.heatmap`).
+preference heatmaps (drawn by `plugin.report.heatmap`).
 
 Each model keeps one colour across every plot.
 """
@@ -160,7 +160,7 @@ def metrics_by_variant(path: Path, family: str, lines: list[MetricLine], palette
 def zelo_heatmaps(out_dir: Path, rows: list[Row], items: Sequence[str] | None) -> list[tuple[str, str, Path]]:
     """The pairwise-preference heatmap of each chosen item, for every model that judged it:
     (item, model, path). By default the first item that the most models judged."""
-    from plugin import heatmap
+    from plugin.report import heatmap
 
     judged: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for row in rows:

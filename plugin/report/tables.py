@@ -22,7 +22,7 @@ from plugin.leaderboard import (
     summarise,
     summarise_metrics,
 )
-from plugin.significance import ALPHA, PairedTest, holm, paired_test
+from plugin.stats.significance import ALPHA, PairedTest, holm, paired_test
 
 Row = dict[str, Any]
 

@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from plugin.cases import expand_case  # noqa: E402
-from plugin.families import code_retrieval  # noqa: E402
-from plugin.families.chunking import chunk_corpus  # noqa: E402
+from plugin.families.code_retrieval import retrieval as code_retrieval  # noqa: E402
+from plugin.families.code_retrieval.chunking import chunk_corpus  # noqa: E402
 from plugin.models.registry import Registry  # noqa: E402
 from plugin.models.spec import load_models  # noqa: E402
 

@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from plugin.cases import load_suite  # noqa: E402
-from plugin.families import rss  # noqa: E402
-from plugin.families.text_sources import load_documents  # noqa: E402
+from plugin.families.rss import probes as rss  # noqa: E402
+from plugin.families.rss.text_sources import load_documents  # noqa: E402
 from plugin.models.embedding_cache import EmbeddingCache  # noqa: E402
 from plugin.models.spec import ModelSpec  # noqa: E402
 from plugin.models.usage import Usage, current_usage  # noqa: E402

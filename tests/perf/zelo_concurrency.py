@@ -21,12 +21,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from plugin.families import zelo  # noqa: E402
-from plugin.families.zelo_judges import LLMJudge  # noqa: E402
 from plugin.models import aio  # noqa: E402
 from plugin.models.chat import ChatModel  # noqa: E402
 from plugin.models.litellm_provider import LitellmChat  # noqa: E402
 from plugin.models.spec import ModelSpec  # noqa: E402
+from plugin.zelo import battles as zelo  # noqa: E402
+from plugin.zelo.judges import LLMJudge  # noqa: E402
 
 ANSWER = json.dumps({"reasoning": "Document B answers the query.", "score": 0.5})
 

@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from plugin.cases import CaseInputError
+from plugin.case import CaseInputError
 
 if TYPE_CHECKING:
     import numpy as np

@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from plugin import bradley_terry, zbench_format
-from plugin.families import zelo
-from plugin.families.zelo_judges import Combine, Judgement, combine_judgements, judge_for
 from plugin.keys import md5_of
+from plugin.stats import bradley_terry
 from plugin.store import ends_torn, read_jsonl
+from plugin.zelo import battles as zelo
+from plugin.zelo import zbench_format
+from plugin.zelo.judges import Combine, Judgement, combine_judgements, judge_for
 
 # Queries whose judgements are in flight at once; the models' own limits bound the requests.
 QUERIES_AT_ONCE = 8

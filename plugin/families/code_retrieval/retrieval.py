@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from plugin.cases import CaseInputError
-from plugin.families.chunking import Chunk, Chunking, chunk_corpus
-from plugin.families.code_corpus import Corpus, CorpusSpec, load_corpus
+from plugin.case import CaseInputError
+from plugin.families.code_retrieval.chunking import Chunk, Chunking, chunk_corpus
+from plugin.families.code_retrieval.corpus import Corpus, CorpusSpec, load_corpus
 from plugin.keys import canonical_json
-from plugin.metrics import hit_at_k, mrr_at_k, ndcg_at_k, precision_at_k, recall_at_k
 from plugin.outcome import Outcome
+from plugin.stats.metrics import hit_at_k, mrr_at_k, ndcg_at_k, precision_at_k, recall_at_k
 
 if TYPE_CHECKING:
     import numpy as np
@@ -92,9 +92,6 @@ class CodeExpected(BaseModel):
 
 class CodeRetrievalCase(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    # The corpus is one mapping, not a set of variants.
-    plain_input_fields: ClassVar[tuple[str, ...]] = ("corpus",)
-
     input: CodeQuery
     expected: CodeExpected
 

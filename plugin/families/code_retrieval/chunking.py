@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from plugin.families.code_corpus import Corpus
+from plugin.families.code_retrieval.corpus import Corpus
 
 
 class Chunking(BaseModel):

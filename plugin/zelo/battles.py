@@ -9,7 +9,7 @@ strength per document (the zELO), and the resulting ranking is scored against gr
 - The ranking is scored with nDCG@k (linear gain from the labels), pairwise accuracy (pairs
   tied in the labels left out), Kendall's tau-b and recall@k.
 
-The judges themselves live in `plugin.families.zelo_judges`, the fit in `plugin.bradley_terry`.
+The judges themselves live in `plugin.zelo.judges`, the fit in `plugin.stats.bradley_terry`.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from plugin import bradley_terry, metrics
-from plugin.families.zelo_judges import CaseJudge, Judgement, judge_for, sign
 from plugin.outcome import Outcome
+from plugin.stats import bradley_terry, metrics
+from plugin.zelo.judges import CaseJudge, Judgement, judge_for, sign
 
 # Bump when scoring changes: every stored result of this family is then recomputed.
 SCORING_VERSION = 1
@@ -70,10 +70,6 @@ class ZeloExpected(BaseModel):
 
 class ZeloCase(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    # The documents mapping is content, not a set of variants (see plugin.cases).
-    plain_input_fields: ClassVar[tuple[str, ...]] = ("documents",)
-    # Only LLM judges read the judge prompt: its variants collapse for the other judges.
-    prompt_fields: ClassVar[tuple[str, ...]] = ("instruction",)
     input: ZeloInput
     expected: ZeloExpected
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from plugin.cases import CaseInputError
+from plugin.case import CaseInputError
 from plugin.keys import canonical_json
 
 SKIPPED_FOLDERS = frozenset({"__pycache__", "node_modules", "site-packages", "dist-packages"})

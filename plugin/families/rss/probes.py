@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from plugin.cases import CaseInputError
-from plugin.families.mergers import load_merger, mean_prefixes, merger_fingerprint
-from plugin.families.text_sources import TextSource, load_documents, source_fingerprint
+from plugin.case import CaseInputError
+from plugin.families.rss.mergers import load_merger, mean_prefixes, merger_fingerprint
+from plugin.families.rss.text_sources import TextSource, load_documents, source_fingerprint
 from plugin.keys import md5_of
 from plugin.outcome import Outcome
 
@@ -60,9 +60,6 @@ class Lengths(BaseModel):
 
 class RssInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    # Mappings that are settings, not variant sets.
-    plain_input_fields: ClassVar[tuple[str, ...]] = ("source", "lengths")
-
     source: TextSource
     lengths: Lengths
     samples: int = Field(default=8, ge=1)  # per length
@@ -79,7 +76,6 @@ class RssInput(BaseModel):
 
 class RssCase(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    plain_input_fields: ClassVar[tuple[str, ...]] = RssInput.plain_input_fields
     input: RssInput
     expected: dict[str, Any] = Field(default_factory=dict, max_length=0)  # a probe has no answer key
 
@@ -245,7 +241,7 @@ def _time_sample(embedder: Any, sequence: list[str], data: RssInput, merge: Any)
 def summarise(results: list[SampleResult], data: RssInput, embedder: Any) -> Outcome:
     import numpy as np
 
-    from plugin.metrics import bootstrap_interval
+    from plugin.stats.metrics import bootstrap_interval
 
     def mean(values: list[float | None], digits: int = 6) -> float | None:
         present = [v for v in values if v is not None]

@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from plugin.cases import CaseInputError
+from plugin.case import CaseInputError
 from plugin.keys import canonical_json, md5_of
 
 # Bump when the built-in extraction changes: its fingerprint changes with it.

@@ -1,0 +1,73 @@
+"""One expanded case, the unit a benchmark test receives, and the errors a case can raise.
+
+This module depends on nothing else of the plugin, so that the families (which read cases)
+and the loader (which builds them from YAML, and asks the families for their schemas) both
+stand on it without importing each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class CaseInputError(Exception):
+    """Input a case names cannot be read: a missing file, an empty source, too few documents.
+
+    Raise it with one line naming the problem; the item is recorded as an error, like a model
+    error, and pytest reports that line instead of a traceback.
+    """
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a data file, reported as one line."""
+
+    file: str
+    case: str | None
+    message: str
+    family: str | None = None
+
+    def line(self) -> str:
+        where = f"case '{self.case}'" if self.case else "file"
+        return f"{self.file}: {where}: {self.message}"
+
+
+
+@dataclass(frozen=True)
+class Case:
+    """One expanded case: the unit a test function receives as `case`."""
+
+    family: str
+    name: str
+    choices: tuple[tuple[str, str], ...]  # (input field, variant name), in YAML order
+    input: Any  # the family schema's validated input (attribute access)
+    expected: Any
+    raw: dict[str, Any] = field(repr=False)  # input and expected as written, variants resolved
+    file: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict, repr=False)
+    # The data file's folder: relative paths a case names (corpora, datasets) start here.
+    # It is not part of the key, so moving a checkout does not change results.
+    directory: Path = field(default=Path("."), repr=False, compare=False)
+
+    @property
+    def variant(self) -> str:
+        return ":".join(choice for _, choice in self.choices)
+
+    @property
+    def id(self) -> str:
+        """`case:choice1:choice2`, the name used in test ids, rows and `-k`."""
+        return ":".join([self.name, *(choice for _, choice in self.choices)])
+
+    def content(self) -> dict[str, Any]:
+        """What goes into the result key. Variant choices are a mapping, so that reordering
+        the variant fields in YAML does not change the key."""
+        return {
+            "case": self.name,
+            "input": self.raw["input"],
+            "expected": self.raw["expected"],
+            "variant": dict(self.choices),
+        }
+
+

@@ -1,0 +1,18 @@
+"""zELO battles as a benchmark family: a judge battles a case's documents in pairs, and the
+zELO ranking is scored against graded labels. The application itself is `plugin.zelo`."""
+
+from plugin.families.base import Family, Headline
+from plugin.zelo.battles import SCORING_VERSION, ZeloCase, battle, score
+
+__all__ = ["FAMILY", "battle", "score"]
+
+FAMILY = Family(
+    name="zelo_battles",
+    scoring_version=SCORING_VERSION,
+    case_schema=ZeloCase,
+    headline=Headline("nDCG@k", "nDCG@k of the zELO ranking against the graded labels"),
+    # Only LLM judges read the judge prompt: its variants collapse for the other judges.
+    prompt_fields=("instruction",),
+    # The documents mapping is content, not a set of variants.
+    plain_input_fields=("documents",),
+)
