@@ -20,7 +20,6 @@ from plugin.case import CaseInputError
 from plugin.cases import without_prompts
 from plugin.cli import load_dotenv
 from plugin.families import family_named, register
-from plugin.leaderboard import render, render_metrics, summarise, summarise_metrics
 from plugin.models import aio
 from plugin.models.client import ModelError
 from plugin.models.spec import ModelsFileError
@@ -41,6 +40,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--models", default=None, help=_HELP_MODELS)
     group.addoption("--iterations", type=int, default=None, help="repeat each item N times (default 1)")
     group.addoption("--results-dir", default=None, help="read and write results here (default benchmark/results)")
+    group.addoption(
+        "--compare-variants",
+        action="store_true",
+        help="in the summary, test each model's variants (chunkings, prompt wordings) against each other",
+    )
     group.addoption(
         "--no-response-cache",
         action="store_true",
@@ -69,6 +73,7 @@ def pytest_configure(config: pytest.Config) -> None:
         iterations=iterations,
         wanted_models=[m.strip() for m in wanted.split(",") if m.strip()] if wanted else None,
         use_cache=not config.getoption("--no-response-cache"),
+        compare_variants=bool(config.getoption("--compare-variants")),
     )
     state.registry.use_cache = state.use_cache
     workerinput = getattr(config, "workerinput", None)
@@ -206,7 +211,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         for case in cases if spec.reads_prompts else without_prompts(cases):
             marks = [pytest.mark.xdist_group(spec.id)]
             plan = state.plan(metafunc.module.__name__, test, family, spec, case)
-            if plan.key in state.completed_keys:
+            if state.is_cached(plan):
                 marks.append(pytest.mark.skip(reason="cached"))
             params.append(pytest.param(spec, case, id=f"{spec.id}-{case.id}", marks=marks))
     if not params:
@@ -284,7 +289,7 @@ class SessionEnd:
                 as_read = {c.id for c in cases}
                 collapsed = {c.id for c in without_prompts(cases)}
                 ids = {True: as_read, False: collapsed, None: as_read | collapsed}  # None: a model no longer listed
-                keep = lambda row, ids=ids: row.get("item") in ids[reads_prompts.get(row.get("model"))]  # noqa: E731
+                keep = lambda row, ids=ids: row.item in ids[reads_prompts.get(row.model)]  # noqa: E731
             self.store_notes += state.store.compact(family, keep).problems
         self.unreported = [p.line() for p in suite.problems if p.file not in state.collected_data_files]
         if self.unreported and session.exitstatus == 0:
@@ -300,14 +305,21 @@ class SessionEnd:
             write(f"case problem: {line}", red=True)
         for note in self.store_notes:
             write(f"store: {note}", yellow=True)
-        rows = {family: loaded.rows for family, loaded in state.store.load_all().items()}
-        lines, notes = summarise(rows)
-        for note in notes:
+        from plugin.report import remembered_stats
+        from plugin.report.aggregate import aggregate
+        from plugin.report.terminal import render
+
+        loaded = state.store.load_all()
+        remembered = remembered_stats()
+        tables = aggregate(
+            {family: data.rows for family, data in loaded.items() if data.rows},
+            memo=remembered,
+            variants=state.compare_variants,
+        )
+        remembered.save()
+        for note in [left.note() for left in tables.left_out]:
             write(f"note: {note}", yellow=True)
-        for text in render(lines).splitlines() if lines else ["no results yet"]:
-            write(text)
-        metric_lines = summarise_metrics(rows)
-        for text in ["", *render_metrics(metric_lines).splitlines()] if metric_lines else []:
+        for text in render(tables, variants=state.compare_variants) if tables.families else ["no results yet"]:
             write(text)
         shown = _shown(state.results_dir, state.root)
         option = "" if state.results_dir == state.benchmark_dir / "results" else f" --results-dir {shown}"

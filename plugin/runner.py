@@ -17,6 +17,7 @@ from plugin.case import CaseInputError
 from plugin.models.client import ModelError
 from plugin.models.usage import Usage, current_sample, current_usage
 from plugin.outcome import Outcome
+from plugin.rows import Iteration, Row
 from plugin.secrets import redact
 from plugin.session import MODEL_FIXTURES, BenchmarkState, ItemPlan
 
@@ -86,7 +87,7 @@ def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> No
     row = build_row(plan, entries, usage, time.perf_counter() - started)
     state.store.append(plan.family.name, row)
     # Reports travel to the xdist controller; this is how the session totals reach it.
-    item.user_properties.append(("ragmatrix_usage", row["usage"]))
+    item.user_properties.append(("ragmatrix_usage", row.usage))
     if crash is not None:
         raise crash
     errors = [e["error"] for e in entries if "error" in e]
@@ -100,28 +101,29 @@ def record_setup_error(plan: ItemPlan, state: BenchmarkState, message: str) -> N
     state.store.append(plan.family.name, row)
 
 
-def build_row(plan: ItemPlan, entries: list[dict[str, Any]], usage: Usage, duration: float) -> dict[str, Any]:
-    errors = sum(1 for e in entries if "error" in e)
-    scored = [e for e in entries if "error" not in e]
-    scores = [e["score"] for e in scored if e.get("score") is not None]
+def build_row(plan: ItemPlan, entries: list[dict[str, Any]], usage: Usage, duration: float) -> Row:
+    iterations = [Iteration.model_validate(entry) for entry in entries]
+    errors = sum(1 for entry in iterations if entry.error is not None)
+    scored = [entry for entry in iterations if entry.error is None]
+    scores = [entry.score for entry in scored if entry.score is not None]
     ok = errors == 0 and len(scored) > 0
-    return {
-        "key": plan.key,
-        "family": plan.family.name,
-        "test": plan.test,
-        "model": plan.model.id,
-        "case": plan.case.name,
-        "variant": plan.case.variant,
-        "item": plan.case.id,
-        "scoring_version": plan.family.scoring_version,
-        "status": "ok" if ok else "error",
+    return Row(
+        key=plan.key,
+        family=plan.family.name,
+        test=plan.test,
+        model=plan.model.id,
+        case=plan.case.name,
+        variant=plan.case.variant,
+        item=plan.case.id,
+        scoring_version=plan.family.scoring_version,
+        status="ok" if ok else "error",
         # An item with any error has no score: a partial mean would hide the failure.
-        "score": (sum(scores) / len(scores)) if ok and scores else None,
-        "iterations": entries,
-        "n_iterations": len(entries),
-        "errors": errors,
-        "invalid": sum(1 for e in scored if e.get("valid") is False),
-        "usage": usage.to_json(),
-        "duration_s": round(duration, 4),
-        "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
+        score=(sum(scores) / len(scores)) if ok and scores else None,
+        iterations=iterations,
+        n_iterations=len(iterations),
+        errors=errors,
+        invalid=sum(1 for entry in scored if entry.valid is False),
+        usage=usage.to_json(),
+        duration_s=round(duration, 4),
+        recorded_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )

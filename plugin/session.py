@@ -33,6 +33,7 @@ class BenchmarkState:
     iterations: int = 1
     wanted_models: list[str] | None = None
     use_cache: bool = True
+    compare_variants: bool = False
     # Set on xdist workers from what the controller decided, so every process sees one matrix.
     given_models: dict[str, Any] | None = None
     registry: Registry = field(default_factory=Registry)
@@ -40,7 +41,7 @@ class BenchmarkState:
     collected_data_files: set[str] = field(default_factory=set)
     _models: ModelSet | None = None
     _suite: Suite | None = None
-    _completed: set[str] | None = None
+    _completed: set[tuple[str, str]] | None = None
     _corpora: dict[tuple[str, str], str | None] = field(default_factory=dict)
     # Each item's plan, made once at collection: (module, test, model id, case id) -> plan.
     plans: dict[tuple[str, str, str, str], ItemPlan] = field(default_factory=dict)
@@ -98,11 +99,11 @@ class BenchmarkState:
             self._suite = load_suite(self.data_dir, self.known_families(), root=self.root)
         return self._suite
 
-    @property
-    def completed_keys(self) -> set[str]:
+    def is_cached(self, plan: ItemPlan) -> bool:
+        """Does the store hold this model id's result under this item's key?"""
         if self._completed is None:
-            self._completed = set() if self.run_all else self.store.completed_keys()
-        return self._completed
+            self._completed = set() if self.run_all else self.store.completed()
+        return (plan.model.id, plan.key) in self._completed
 
     def plan(self, module: str, test: str, family: Family, spec: ModelSpec, case: Case) -> ItemPlan:
         """The item's plan with its result key, computed once per item and session."""

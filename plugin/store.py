@@ -17,23 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
+from pydantic import ValidationError
 
-Row = dict[str, Any]
-
-
-def identity(row: Row) -> tuple[str, str, str]:
-    """What a row is a result of. A newer row with the same identity replaces an older one."""
-    return (row.get("test", ""), row.get("model", ""), row.get("item", ""))
+from plugin.rows import Row
 
 
 def sort_key(row: Row) -> tuple[str, str, str]:
-    return (row.get("model", ""), row.get("test", ""), row.get("item", ""))
+    return (row.model, row.test, row.item)
 
 
 @dataclass
 class Loaded:
     rows: list[Row] = field(default_factory=list)
-    # one line each: "results/x.jsonl: line 7 is torn or not JSON (ignored)"
+    # one line each: "x.jsonl: line 7 is torn or not JSON (ignored)", or not a valid row
     problems: list[str] = field(default_factory=list)
 
 
@@ -54,22 +50,36 @@ class ResultStore:
         return sorted(path.stem for path in self.directory.glob("*.jsonl"))
 
     def load(self, family: str) -> Loaded:
-        """Every parseable row, in append order. Unparseable lines are reported, not fatal."""
-        rows, problems = read_jsonl(self.path(family))
+        """Every valid row, in append order. A line that is torn, not JSON or not a valid row
+        is reported and skipped, never fatal."""
+        path = self.path(family)
+        records, problems = numbered_records(path)
+        rows: list[Row] = []
+        for number, record in records:
+            try:
+                rows.append(Row.model_validate(record))
+            except ValidationError as error:
+                first = error.errors()[0]
+                where = ".".join(str(part) for part in first["loc"]) or "row"
+                problems.append(
+                    f"{path.name}: line {number} is not a valid result row ({where}: {first['msg']}; ignored)"
+                )
         return Loaded(rows=rows, problems=problems)
 
     def load_all(self) -> dict[str, Loaded]:
         return {family: self.load(family) for family in self.families()}
 
-    def completed_keys(self) -> set[str]:
-        """Keys of rows that hold a result. Error rows are not results, so they rerun."""
-        keys: set[str] = set()
+    def completed(self) -> set[tuple[str, str]]:
+        """(model id, key) of every row that holds a result. Error rows are not results, so they
+        rerun. The model id is part of it because rows belong to a models.yaml id: a second id
+        with the same settings computes its own rows."""
+        done: set[tuple[str, str]] = set()
         for loaded in self.load_all().values():
-            keys.update(row["key"] for row in loaded.rows if row.get("status") == "ok" and "key" in row)
-        return keys
+            done.update((row.model, row.key) for row in loaded.rows if row.ok)
+        return done
 
     def append(self, family: str, row: Row) -> None:
-        line = (json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+        line = (json.dumps(row.to_json(), sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
         path = self.path(family)
         with self._lock(family):
             with open(path, "ab") as handle:
@@ -92,20 +102,26 @@ class ResultStore:
                 return loaded
             newest: dict[tuple[str, str, str], Row] = {}
             for row in loaded.rows:
-                newest[identity(row)] = row
+                newest[row.identity] = row
             rows = sorted((r for r in newest.values() if keep is None or keep(r)), key=sort_key)
-            _atomic_write(path, (json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows))
+            _atomic_write(path, (json.dumps(r.to_json(), sort_keys=True, ensure_ascii=False) + "\n" for r in rows))
         return loaded
 
 
 def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """The JSON objects of a JSONL file that writers append to, in order, and one problem
     line per line that is torn or not an object: a killed writer must not make it unreadable."""
+    records, problems = numbered_records(path)
+    return [record for _, record in records], problems
+
+
+def numbered_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]:
+    """`read_jsonl`, with each object's line number."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return [], []
-    records: list[dict[str, Any]] = []
+    records: list[tuple[int, dict[str, Any]]] = []
     problems: list[str] = []
     for number, line in enumerate(data.split(b"\n"), start=1):
         if not line.strip():
@@ -115,7 +131,7 @@ def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
         except ValueError:
             record = None
         if isinstance(record, dict):
-            records.append(record)
+            records.append((number, record))
         else:
             problems.append(f"{path.name}: line {number} is torn or not JSON (ignored)")
     return records, problems

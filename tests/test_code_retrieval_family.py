@@ -19,7 +19,9 @@ from plugin.cases import expand_case
 from plugin.families.code_retrieval import retrieval as code_retrieval
 from plugin.families.code_retrieval.chunking import Chunk
 from plugin.families.code_retrieval.corpus import CorpusSpec, list_files, load_corpus, locate, stdlib_root
-from plugin.leaderboard import render_metrics, summarise_metrics
+from plugin.report.aggregate import aggregate
+from plugin.report.terminal import metric_tables
+from plugin.rows import Row
 from plugin.models.bm25 import BM25Retriever, code_tokens
 from plugin.models.embedding_cache import EmbeddingCache
 from plugin.models.lexical import HashingBagOfWords
@@ -360,35 +362,50 @@ def test_the_shipped_corpus_stays_small_enough_to_embed_quickly():
 # --- the leaderboard's metric table ------------------------------------------------------------
 
 
-def metric_row(model: str, variant: str, ndcg: float, hit: float, version: int = 1) -> dict:
-    return {
-        "model": model,
-        "variant": variant,
-        "status": "ok",
-        "scoring_version": version,
-        "iterations": [{"score": ndcg, "metrics": {"ndcg_at_10": ndcg, "answer_hit_at_1": hit}}],
-    }
+def metric_row(model: str, variant: str, ndcg: float, hit: float, version: int = 1, case: str = "q") -> Row:
+    return Row.model_validate(
+        {
+            "key": f"{model}-{variant}-{case}-{version}",
+            "family": "code_retrieval",
+            "test": "test_code_retrieval",
+            "model": model,
+            "case": case,
+            "item": f"{case}:{variant}",
+            "variant": variant,
+            "status": "ok",
+            "scoring_version": version,
+            "iterations": [{"score": ndcg, "metrics": {"ndcg_at_10": ndcg, "answer_hit_at_1": hit}}],
+        }
+    )
 
 
 def test_every_metric_is_summarised_per_model_and_variant_with_an_interval(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGMATRIX_CACHE_DIR", str(tmp_path))
     rows = [
-        metric_row("m", "line", 1.0, 1.0),
-        metric_row("m", "line", 0.5, 0.0),
-        metric_row("m", "line", 0.0, 0.0),
-        metric_row("m", "semantic", 1.0, 1.0),
-        metric_row("m", "semantic", 0.2, 1.0, version=0),  # an older scoring version: left out
-        {"model": "m", "variant": "line", "status": "error", "scoring_version": 1, "iterations": [{"error": "x"}]},
+        metric_row("m", "line", 1.0, 1.0, case="a"),
+        metric_row("m", "line", 0.5, 0.0, case="b"),
+        metric_row("m", "line", 0.0, 0.0, case="c"),
+        metric_row("m", "semantic", 1.0, 1.0, case="a"),
+        metric_row("m", "semantic", 0.2, 1.0, version=0, case="b"),  # an older scoring version: left out
+        Row.model_validate(
+            {
+                **metric_row("m", "line", 0, 0, case="d").to_json(),
+                "status": "error",
+                "iterations": [{"error": "x"}],
+            }
+        ),
     ]
-    lines = summarise_metrics({"code_retrieval": rows, "other": [{"model": "m", "status": "ok", "iterations": []}]})
+    (table,) = aggregate({"code_retrieval": rows}).families
+    lines = table.metrics_by_variant
     assert [(line.model, line.variant, line.n) for line in lines] == [("m", "line", 3), ("m", "semantic", 1)]
-    mean, low, high = lines[0].values["ndcg_at_10"]
-    assert mean == pytest.approx(0.5) and 0.0 <= low <= mean <= high <= 1.0
-    assert lines[1].values["answer_hit_at_1"] == (1.0, 1.0, 1.0)
-    text = render_metrics(lines, per_table=1)
-    assert text.splitlines()[0] == "code_retrieval: mean [95% bootstrap CI] over items"
-    assert "answer_hit_at_1" in text.splitlines()[1] and "ndcg_at_10" in text
-    assert text.count("code_retrieval: mean") == 2  # one table per metric here
+    ndcg = lines[0].values["ndcg_at_10"]
+    assert ndcg.mean == pytest.approx(0.5) and 0.0 <= ndcg.low <= ndcg.mean <= ndcg.high <= 1.0
+    # a hit is a yes/no outcome: Wilson, even for one item; one continuous value has no interval
+    assert lines[1].values["answer_hit_at_1"].method == "Wilson"
+    assert (lines[1].values["ndcg_at_10"].low, lines[1].values["ndcg_at_10"].high) == (None, None)
+    text = metric_tables(table)
+    assert text[1] == "code_retrieval: every metric per variant, mean [95% CI]"
+    assert "answer_hit_at_1" in text[2] and "ndcg_at_10" in text[2]
 
 
 # --- end to end --------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from plugin.leaderboard import summarise
+from plugin.report.aggregate import aggregate
+from plugin.rows import Row
 from plugin.stats.metrics import bootstrap_interval, cluster_bootstrap_interval
 
 DATA = [0.2, 0.9, 0.4, 0.7, 0.1, 0.8, 0.6, 0.3]
@@ -27,22 +28,27 @@ def test_the_pooled_mean_weighs_every_value_once():
     assert cluster_bootstrap_interval([[0.4, 0.4], [0.4]]) == pytest.approx((0.4, 0.4, 0.4))
 
 
-def row(model: str, case: str, variant: str, score: float) -> dict:
+def row(model: str, case: str, variant: str, score: float) -> Row:
     item = f"{case}:{variant}"
-    return {
-        "model": model,
-        "case": case,
-        "item": item,
-        "status": "ok",
-        "scoring_version": 1,
-        "n_iterations": 1,
-        "iterations": [{"score": score}],
-    }
+    return Row.model_validate(
+        {
+            "key": f"{model}-{item}",
+            "family": "fam",
+            "test": "test_fam",
+            "model": model,
+            "case": case,
+            "item": item,
+            "status": "ok",
+            "scoring_version": 1,
+            "n_iterations": 1,
+            "iterations": [{"score": score}],
+        }
+    )
 
 
 def test_the_leaderboard_resamples_cases_when_a_case_has_several_items(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGMATRIX_CACHE_DIR", str(tmp_path))
     rows = [row("m", f"case{i}", v, s) for i, s in enumerate(DATA) for v in ("a", "b", "c")]
-    (line,), _ = summarise({"fam": rows})
+    (line,) = aggregate({"fam": rows}).families[0].lines
     assert (line.n, line.items) == (24, 24)
     assert (line.low, line.high) == pytest.approx(bootstrap_interval(DATA))

@@ -18,9 +18,9 @@ import pytest
 
 from plugin import checksum
 from plugin.cli import main
-from plugin.leaderboard import select, summarise
 from plugin.report import write_report
-from plugin.report.tables import gather, ranks
+from plugin.report.aggregate import aggregate, select
+from plugin.rows import Row
 from plugin.stats.significance import MCNEMAR, PERMUTATION, holm, mcnemar_exact, paired_permutation, paired_test
 
 
@@ -137,8 +137,8 @@ def test_older_scoring_versions_and_other_iteration_counts_are_left_out_and_said
     rows += [row("fam", "b", f"c{i}", [0.0]) for i in range(2)]  # only version 1: all stale
     rows += [row("fam", "a", "thrice", [0.0, 0.0, 0.0], scoring_version=2)]
     rows += [row("fam", "a", "broken", [None], scoring_version=2)]  # an error row is always counted
-    selection = select({"fam": rows})
-    kept = {r["item"] for r in selection.rows["fam"]}
+    selection = select({"fam": typed(rows)})
+    kept = {r.item for r in selection.rows["fam"]}
     assert kept == {"c0", "c1", "c2", "c3", "broken"}
     notes = [left.note() for left in selection.left_out]
     assert notes == [
@@ -146,9 +146,9 @@ def test_older_scoring_versions_and_other_iteration_counts_are_left_out_and_said
         "fam: 1 row(s) of a left out: run with 3 iteration(s) per item, not 1 like the rest",
         "fam: 2 row(s) of b left out: scoring version 1 is older than 2 (rerun them)",
     ]
-    lines, terminal_notes = summarise({"fam": rows})
-    assert terminal_notes == notes  # the terminal says the same
-    (line,) = lines
+    tables = aggregate({"fam": typed(rows)})
+    assert [left.note() for left in tables.left_out] == notes  # the terminal and the report say the same
+    (line,) = tables.families[0].lines
     assert (line.model, line.mean, line.n, line.items, line.errors) == ("a", 1.0, 4, 5, 1)
 
 
@@ -163,7 +163,7 @@ def test_models_pair_on_shared_items_or_else_on_cases_and_errors_are_not_zeros()
         rows.append(row("rag", "emb", f"c{i}", [0.0], test="test_rag_by_similarity"))
         rows.append(row("rag", "emb2", f"c{i}", [1.0 if i < 9 else 0.0], test="test_rag_by_similarity"))
     rows.append(row("rag", "emb2", "c12", [None], test="test_rag_by_similarity"))
-    tables = gather({"rag": rows})
+    tables = aggregate({"rag": typed(rows)})
     (table,) = tables.families
     assert [line.model for line in table.lines] == ["emb2", "llm", "emb"]
     emb2 = table.lines[0]
@@ -185,20 +185,41 @@ def test_models_pair_on_shared_items_or_else_on_cases_and_errors_are_not_zeros()
     assert table.versus_next("emb") is None
 
 
-def test_ranks_share_ties_and_the_overview_sorts_by_mean_rank():
-    rows = [row("one", m, f"i{i}", [s]) for m, s in (("a", 0.9), ("b", 0.9), ("c", 0.1)) for i in range(3)]
-    rows += [row("two", m, f"i{i}", [s]) for m, s in (("a", 0.2), ("c", 0.8)) for i in range(3)]
+def test_ranks_never_separate_what_the_data_cannot_and_the_overview_sorts_by_mean_rank():
+    rows = [row("one", m, f"i{i}", [s]) for m, s in (("a", 0.9), ("b", 0.9), ("c", 0.1)) for i in range(12)]
+    rows += [row("two", m, f"i{i}", [s]) for m, s in (("a", 0.2), ("c", 0.8)) for i in range(12)]
     rows += [row("two", "d", "i0", [None])]
-    tables = gather(rows_by_family(rows))
-    assert ranks(tables.families[0].lines) == {"a": 1, "b": 1, "c": 3}
-    assert tables.families[1].ranks == {"c": 1, "a": 2}  # d has no score, so no rank
-    assert [(o.model, o.mean_rank) for o in tables.overview] == [("b", 1.0), ("a", 1.5), ("c", 2.0), ("d", None)]
+    rows += [row("three", m, f"i{i}", [s]) for m, s in (("a", 0.9), ("c", 0.1)) for i in range(3)]
+    tables = aggregate(rows_by_family(rows))
+    one, three, two = tables.families
+    assert one.ranks == {"a": 1, "b": 1, "c": 3}  # a and b tie; both are significantly better than c
+    assert [line.same_as_above for line in one.lines] == [False, True, False]
+    assert two.ranks == {"c": 1, "a": 2}  # d has no score, so no rank
+    # three items each: no test can separate them (the smallest p is 2/8), so they share rank 1
+    assert three.ranks == {"a": 1, "c": 1}
+    overview = [(o.model, o.mean_rank) for o in tables.overview]
+    assert overview == [("b", 1.0), ("a", pytest.approx(4 / 3)), ("c", pytest.approx(5 / 3)), ("d", None)]
 
 
-def rows_by_family(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        out.setdefault(r["family"], []).append(r)
+def test_a_model_with_partial_coverage_is_marked_and_never_ranked_above_full_coverage():
+    rows = [row("fam", "full", f"c{i}", [0.5]) for i in range(10)]
+    rows += [row("fam", "part", "c0", [0.9])]  # n = 1, a better score
+    (table,) = aggregate({"fam": typed(rows)}).families
+    assert [line.model for line in table.lines] == ["full", "part"]
+    part = table.lines[1]
+    assert part.partial and part.coverage == "partial (1 of 10 cases)" and part.rank == 2
+    assert (part.low, part.high) == (None, None)  # one continuous value has no interval
+    assert table.comparisons[0].note == "too few shared cases" and table.comparisons[0].test is None
+
+
+def typed(rows: list[dict[str, Any]]) -> list[Row]:
+    return [Row.model_validate(r) for r in rows]
+
+
+def rows_by_family(rows: list[dict[str, Any]]) -> dict[str, list[Row]]:
+    out: dict[str, list[Row]] = {}
+    for r in typed(rows):
+        out.setdefault(r.family, []).append(r)
     return out
 
 
@@ -259,15 +280,20 @@ def test_the_report_writes_markdown_html_and_plots(report):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size < 200_000
     text = (report / "leaderboard.md").read_text()
     assert "| 1 | strong | 1.00 | 0.925 (#1) | 1.000 (#1) | 300.000 (#1) | 0.885 (#1) |" in text
-    assert "| 2 | weak | 2.00 | 0.525 (#2) | 0.300 (#2) | 140.000 (#2) | 0.485 (#2) † |" in text
+    # one RSS case, four zELO cases: the data cannot separate them there, so weak shares rank 1
+    assert "| 2 | weak | 1.50 | 0.525 (#2) | 0.300 (#2) | 140.000 (#1≈) | 0.485 (#1≈) † |" in text
     # rag: 7 discordant pairs, all for strong: McNemar p = 2 / 2^7, one test so Holm changes nothing
     assert "| strong | weak | items | 10 | +0.700 | McNemar (exact), discordant 7 vs 0 | 0.016 | 0.016 | yes |" in text
-    assert "| 1 | strong | 1.000 | [0.722, 1.000] | 10 | 10 | 0 | 0 | > weak (p = 0.016) |" in text
+    assert "| 1 | strong | 1.000 | [0.722, 1.000] | 10 | 10 | 10 | 0 | 0 | > weak (p = 0.016) |" in text
+    # code retrieval: 6 cases x 2 chunkings pair on the 6 per-case means, not on 12 items
+    assert "| strong | weak | cases | 6 | +0.400 | paired permutation | 0.031 | 0.031 | yes |" in text
+    assert "| 1 | strong | 300.0 | [300.0, 300.0] | 2 | 2 | 1 | 0 | 0 | too few shared cases with weak |" in text
     assert "zelo_battles: 1 row(s) of weak left out: scoring version 0 is older than 1 (rerun them)" in text
     # an error item: marked, counted, and not a zero
-    assert "| 2 | weak † | 0.485 | [0.475, 0.495] | 4 | 5 | 1 | 0 |  |" in text
+    assert "| 1≈ | weak † | 0.485 | [0.475, 0.495] | 4 | 5 | 4 | 1 | 0 |  |" in text
     assert "![rss_probes: mean RSS by sequence length, a line per model and mode](rss_by_length.png)" in text
-    assert "| strong | line | 6 |" in text  # metrics per chunking strategy
+    assert "| strong | line | 6 | 6 |" in text  # metrics per chunking strategy
+    assert "| strong | line | semantic | cases | 6 | +0.000 | paired permutation | 1.000 | 1.000 | no |" in text
 
 
 def test_the_html_is_one_self_contained_file(report):
@@ -316,13 +342,13 @@ def test_after_a_benchmark_run_the_report_shows_the_terminal_numbers(bench, serv
     result.stdout.fnmatch_lines(
         ["results: benchmark/results (significance tests, plots and HTML: python -m plugin report)"]
     )
-    terminal = [line.split() for line in result.outlines if line.startswith(("scripted ", "bow "))]
+    terminal = [line.split()[:10] for line in result.outlines if line.split()[1:2] in (["scripted"], ["bow"])]
     assert len(terminal) == 2
     results = bench.path / "benchmark" / "results"
     assert main(["report", "--results-dir", str(results)]) == 0
     text = (results / "report" / "leaderboard.md").read_text()
-    for model, _family, mean, low, high, n, items, errors, invalid in terminal:
-        assert f"| {model} | {mean} | {low} {high} | {n} | {items} | {errors} | {invalid} |" in text
+    for rank, model, mean, low, high, n, items, cases, errors, invalid in terminal:
+        assert f"| {rank} | {model} | {mean} | {low} {high} | {n} | {items} | {cases} | {errors} | {invalid} |" in text
     assert (results / "report" / "leaderboard.html").is_file()
     assert (results / "report" / "bars_rag_interpretation.png").is_file()
 

@@ -41,8 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from plugin.cli import CommandError
-    from plugin.report import write_report
-    from plugin.report.tables import load
+    from plugin.report import load, write_report
 
     results: Path = args.results_dir
     if not results.is_dir():
@@ -53,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     if not rows:
         raise CommandError(f"{results}: no result rows (run `pytest benchmark` first)")
     if args.heatmap:
-        items = {str(r.get("item")) for r in rows.get("zelo_battles", [])}
+        items = {r.item for r in rows.get("zelo_battles", [])}
         unknown = [item for item in args.heatmap if item not in items]
         if unknown:
             known = ", ".join(sorted(items)[:5]) + (", ..." if len(items) > 5 else "")

@@ -26,6 +26,9 @@ class Headline:
     description: str  # one sentence for the report
     scale: str = "0..1"  # shown beside every table of the family: "0..1", "RSS x500"
     higher_is_better: bool = True
+    # Every score is 0 or 1 (a yes/no outcome): Wilson intervals and McNemar's test. False: a
+    # continuous score, never a Wilson interval, even when its values happen to be 0 or 1.
+    binary: bool = False
 
 
 @dataclass(frozen=True)

@@ -188,7 +188,7 @@ FAMILY = Family(
     name="rag_interpretation",
     scoring_version=SCORING_VERSION,
     case_schema=RagCase,
-    headline=Headline("accuracy", "accuracy: the share of items judged or answered right"),
+    headline=Headline("accuracy", "accuracy: the share of items judged or answered right", binary=True),
     # Only an LLM reads the instruction: its variants collapse for the embedder baseline.
     prompt_fields=("instruction",),
 )

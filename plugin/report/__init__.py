@@ -1,9 +1,12 @@
-"""The leaderboard report: `benchmark/results/*.jsonl` -> leaderboard.md, leaderboard.html and PNG plots.
+"""The leaderboard report: `benchmark/results/*.jsonl` -> leaderboard.md, leaderboard.html and PNGs.
 
-- `tables`: the numbers (leaderboard lines, metrics, paired tests, the overview);
-- `plots`: the PNGs (matplotlib);
+- `aggregate`: the numbers, once (lines, intervals, paired tests, metrics, breakdowns);
+- `terminal`: the numbers as text for pytest's summary;
 - `content`: what the report says, as blocks; `document`: the blocks as markdown and HTML;
+- `plots`: the plots every family gets; a family's own plots and sections are on its descriptor;
 - `compare`: what changed between two result sets.
+
+Nothing heavy is imported with this package: the terminal summary of a cached run uses it.
 """
 
 from __future__ import annotations
@@ -11,13 +14,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from plugin.report.tables import Tables, gather, load
+if TYPE_CHECKING:
+    from plugin.report.aggregate import Tables
+    from plugin.rows import Row
 
 MARKDOWN = "leaderboard.md"
 HTML = "leaderboard.html"
-# The PNGs this report writes; others of these names in the folder are from an earlier report.
-PLOT_PATTERNS = ("bars_*.png", "by_variant_*.png", "rss_by_length.png", "zelo_heatmap_*.png")
+# The PNGs every report writes; a family's own are named by its descriptor's plots.
+PLOT_PATTERNS = ("bars_*.png", "by_variant_*.png")
+MEMO = "stats.json"
 
 
 @dataclass
@@ -27,6 +34,31 @@ class Written:
     html: Path
     plots: list[Path] = field(default_factory=list)
     changes: list[str] | None = None  # with a comparison: what changed
+
+
+@dataclass
+class PlotContext:
+    """What a family's plot may need besides its table."""
+
+    palette: dict[str, Any]
+    heatmaps: Sequence[str] = ()  # zelo_battles items chosen with --heatmap
+
+
+def load(results_dir: Path) -> tuple[dict[str, list[Row]], list[str]]:
+    """Every family's rows in a results folder, and the problems found reading them."""
+    from plugin.store import ResultStore
+
+    loaded = ResultStore(results_dir).load_all()
+    problems = [problem for family in loaded.values() for problem in family.problems]
+    return {family: data.rows for family, data in loaded.items() if data.rows}, problems
+
+
+def remembered_stats() -> Any:
+    """The remembered intervals and tests of this checkout (see `plugin.report.memo`)."""
+    from plugin.cache import cache_dir
+    from plugin.report.memo import Memo
+
+    return Memo(cache_dir() / MEMO)
 
 
 def write_report(
@@ -40,48 +72,46 @@ def write_report(
     in the report (default: its name)."""
     from plugin import checksum
     from plugin.report import content, document, plots
+    from plugin.report.aggregate import aggregate
     from plugin.report.compare import changes
 
     rows, problems = load(results_dir)
-    tables = gather(rows, problems)
+    remembered = remembered_stats()
+    tables = aggregate(rows, problems, memo=remembered)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for pattern in PLOT_PATTERNS:
+    patterns = [*PLOT_PATTERNS]
+    patterns += [p for t in tables.families if t.descriptor for plot in t.descriptor.plots for p in plot.patterns]
+    for pattern in patterns:
         for old in out_dir.glob(pattern):
             old.unlink()
 
     drawn = content.Plots()
-    palette = plots.colours([line.model for t in tables.families for line in t.lines])
+    context = PlotContext(plots.colours([line.model for t in tables.families for line in t.lines]), heatmaps or ())
     written: list[Path] = []
     for table in tables.families:
-        path = plots.family_bars(out_dir / f"bars_{table.family}.png", table, palette)
+        path = plots.family_bars(out_dir / f"bars_{table.family}.png", table, context.palette)
         if path is not None:
             drawn.bars[table.family] = path.name
             written.append(path)
         if table.metrics_by_variant:
             name = f"by_variant_{table.family}.png"
-            path = plots.metrics_by_variant(out_dir / name, table.family, table.metrics_by_variant, palette)
+            path = plots.metrics_by_variant(out_dir / name, table.family, table.metrics_by_variant, context.palette)
             if path is not None:
                 drawn.by_variant[table.family] = path.name
                 written.append(path)
-    rss = tables.family("rss_probes")
-    if rss is not None:
-        path = plots.rss_by_length(out_dir / "rss_by_length.png", rss.rows, palette)
-        if path is not None:
-            drawn.rss = path.name
-            written.append(path)
-    zelo = tables.family("zelo_battles")
-    if zelo is not None:
-        for item, model, path in plots.zelo_heatmaps(out_dir, zelo.rows, heatmaps):
-            drawn.heatmaps.append((item, model, path.name))
-            written.append(path)
+        for plot in table.descriptor.plots if table.descriptor else ():
+            paths = plot.draw(out_dir, table, context)
+            drawn.own.setdefault(table.family, []).extend(p.name for p in paths)
+            written += paths
 
-    context = content.Context(results=shown_as or results_dir.name, checksum=checksum.status_line(results_dir))
+    report_context = content.Context(results=shown_as or results_dir.name, checksum=checksum.status_line(results_dir))
     found: list[str] | None = None
     if compare_dir is not None:
         old_rows, _ = load(compare_dir)
-        found = changes(gather(old_rows), tables)
-        context.compared_with, context.changes = str(compare_dir), found
-    blocks = content.build(tables, drawn, context)
+        found = changes(aggregate(old_rows, memo=remembered, variants=False), tables)
+        report_context.compared_with, report_context.changes = str(compare_dir), found
+    remembered.save()
+    blocks = content.build(tables, drawn, report_context)
     markdown = out_dir / MARKDOWN
     markdown.write_text(document.markdown(blocks), encoding="utf-8")
     page = out_dir / HTML

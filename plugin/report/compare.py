@@ -3,8 +3,7 @@ means that moved beyond their 95% interval."""
 
 from __future__ import annotations
 
-from plugin.leaderboard import Line
-from plugin.report.tables import Tables
+from plugin.report.aggregate import Line, Tables
 
 
 def changes(old: Tables, new: Tables, shown: int = 5) -> list[str]:
@@ -24,8 +23,8 @@ def changes(old: Tables, new: Tables, shown: int = 5) -> list[str]:
             out.append(f"{family}: new model {model}: {_shown(new_lines[model])}")
         for model in sorted(set(old_lines) - set(new_lines)):
             out.append(f"{family}: removed model {model}")
-        old_items = {(str(r.get("test")), str(r.get("item"))) for r in before.rows}
-        new_items = {(str(r.get("test")), str(r.get("item"))) for r in after.rows}
+        old_items = {(r.test, r.item) for r in before.rows}
+        new_items = {(r.test, r.item) for r in after.rows}
         for label, items in (("new", new_items - old_items), ("removed", old_items - new_items)):
             if items:
                 names = sorted({item for _, item in items})
@@ -54,7 +53,8 @@ def moved(was: Line, now: Line) -> bool:
 def _shown(line: Line) -> str:
     if line.mean is None:
         return f"no score ({line.errors} error(s))"
-    return f"{line.mean:.3f} [{line.low:.3f}, {line.high:.3f}], n={line.n}"
+    interval = "" if line.low is None or line.high is None else f" [{line.low:.3f}, {line.high:.3f}]"
+    return f"{line.mean:.3f}{interval}, n={line.n}"
 
 
 def _count(lines: list[Line], noun: str) -> str:

@@ -3,12 +3,11 @@ overview, what was left out, and per family its table, paired tests, metrics and
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 
-from plugin.leaderboard import MetricLine, scored_iterations
+from plugin.report.aggregate import MIN_SHARED_CASES, RANK_RULE, Comparison, FamilyTable, MetricLine, Tables
 from plugin.report.document import Block, Bullets, Heading, Image, Paragraph, Table
-from plugin.report.tables import RANK_RULE, Comparison, FamilyTable, Tables
+from plugin.stats.intervals import MIN_CASES_TO_CLUSTER
 from plugin.stats.significance import ALPHA, MCNEMAR
 
 BETTER = ">"  # significantly better than the model ranked next
@@ -23,8 +22,7 @@ class Plots:
 
     bars: dict[str, str] = field(default_factory=dict)  # family -> file
     by_variant: dict[str, str] = field(default_factory=dict)  # family -> file
-    rss: str | None = None
-    heatmaps: list[tuple[str, str, str]] = field(default_factory=list)  # (item, model, file)
+    own: dict[str, list[str]] = field(default_factory=dict)  # family -> files of its own plots
 
 
 @dataclass
@@ -63,23 +61,29 @@ def _reading_guide() -> list[Block]:
         Heading(2, "How to read it"),
         Bullets(
             [
-                "**mean** is the family's headline score over every scored iteration of a model's items. "
-                "**95% CI**: a Wilson score interval when every score is 0 or 1 (a yes/no outcome), else a "
-                "percentile bootstrap interval of the mean (2,000 seeded resamples). When a case gives "
-                "several values (prompt variants, chunkings, iterations) and there are at least 5 cases, the "
-                "bootstrap resamples whole cases, since a case's values are not independent. **n** counts scored "
-                "iterations, **items** the model's items, **errors** the items that ended in a model error, "
+                "**mean** is the family's headline score over every scored iteration of a model's items, on "
+                "the scale each family's heading names. **n** counts scored iterations, **items** the model's "
+                "items, **cases** the cases with a score, **errors** the items that ended in a model error, "
                 "**invalid** the answers that could not be parsed (they score 0).",
-                "An interval describes one model's mean. Overlapping intervals do not make two models equal, "
-                "and the paired tests are the comparison: they compare two models on the same items.",
-                f"**Significance**: every pair of models in a family is tested on the items both finished: "
-                f"McNemar's exact test when every paired score is 0 or 1, else a paired permutation test of "
-                f"the mean difference. p-values are Holm-adjusted over the family's pairs. `{BETTER} model` "
-                f"marks a model significantly better than the next one down (adjusted p < {ALPHA}), "
-                f"`{SAME} model` a difference that is not significant.",
+                f"**Clusters.** A case often gives several items (prompt variants, chunkings, iterations); they "
+                f"are not independent draws. So every interval resamples whole cases when some case gives "
+                f"several values and there are at least {MIN_CASES_TO_CLUSTER} cases, and every paired test "
+                f"pairs on per-case means. Otherwise: a Wilson interval when every value is 0 or 1, a "
+                f"percentile bootstrap over the values (2,000 seeded resamples) when not; one continuous value "
+                f"has no interval. Every number gets its interval this one way, in every table.",
+                f"**Significance**: every pair of models in a family is tested on what both finished: McNemar's "
+                f"exact test when every paired value is 0 or 1, else a paired permutation test of the mean "
+                f"difference; p-values are Holm-adjusted over the family's pairs. With fewer than "
+                f"{MIN_SHARED_CASES} shared cases there is no test: the table says *too few shared cases*.",
+                f"**Ranks.** Models are ranked by mean. A model whose difference from the model above is not "
+                f"significant (adjusted p >= {ALPHA}) shares its rank, marked {SAME}. A model that covers fewer "
+                f"of its tests' cases than the others is marked *partial (k of n cases)* and is ranked after "
+                f"every model with full coverage, whatever its mean.",
                 f"**Errors** are never zeros. A model error leaves the item out of the mean and counts under "
                 f"errors; a model marked {INCOMPLETE} has errors, and its mean covers only the items it "
-                f"finished. Paired tests use only the items both models finished.",
+                f"finished.",
+                "**Variants.** For each model with several variants (chunkings, prompt wordings, modes), its "
+                "variants are tested against each other on the cases both ran, Holm-adjusted within the family.",
             ]
         ),
     ]
@@ -98,8 +102,9 @@ def _overview(tables: Tables) -> list[Block]:
             elif cell.mean is None:
                 cells.append(f"no score ({cell.errors} errors)")
             else:
-                mark = f" {INCOMPLETE}" if cell.errors else ""
-                cells.append(f"{cell.mean:.3f} (#{line.ranks[family]}){mark}")
+                mark = (f" {INCOMPLETE}" if cell.errors else "") + (" partial" if cell.partial else "")
+                same = SAME if cell.same_as_above else ""
+                cells.append(f"{cell.mean:.3f} (#{line.ranks[family]}{same}){mark}")
         mean_rank = "-" if line.mean_rank is None else f"{line.mean_rank:.2f}"
         rows.append([str(index), line.model, mean_rank, *cells])
     return [
@@ -122,63 +127,86 @@ def _left_out(tables: Tables) -> list[Block]:
     ]
 
 
+def _scale(table: FamilyTable) -> str:
+    direction = "higher is better" if table.headline.higher_is_better else "lower is better"
+    return f"scale {table.headline.scale}, {direction}"
+
+
+def _digits(table: FamilyTable) -> int:
+    return 3 if table.headline.scale == "0..1" else 1
+
+
 def _family(table: FamilyTable, plots: Plots) -> list[Block]:
-    blocks: list[Block] = [Heading(2, table.family), Paragraph(f"Headline score: {table.headline}.")]
-    header = ["rank", "model", "mean", "95% CI", "n", "items", "errors", "invalid", "vs next"]
+    digits = _digits(table)
+    blocks: list[Block] = [
+        Heading(2, table.family),
+        Paragraph(
+            f"Headline score: {table.headline.description} ({_scale(table)}). {table.cases} cases, "
+            f"{len(table.rows)} items."
+        ),
+    ]
+    header = ["rank", "model", "mean", "95% CI", "n", "items", "cases", "errors", "invalid", "vs next"]
     rows = []
     for line in table.lines:
-        rank = str(table.ranks[line.model]) if line.model in table.ranks else "-"
-        model = line.model + (f" {INCOMPLETE}" if line.errors else "")
-        mean = "-" if line.mean is None else f"{line.mean:.3f}"
-        interval = "-" if line.low is None or line.high is None else f"[{line.low:.3f}, {line.high:.3f}]"
-        counts = [str(line.n), str(line.items), str(line.errors), str(line.invalid)]
-        rows.append([rank, model, mean, interval, *counts, _versus(table.versus_next(line.model))])
-    blocks.append(Table(header, rows, numeric={0, 2, 3, 4, 5, 6, 7}))
+        rank = "-" if line.rank is None else f"{line.rank}{SAME if line.same_as_above else ''}"
+        model = line.model + (f" {INCOMPLETE}" if line.errors else "") + (f" ({line.coverage})" if line.partial else "")
+        mean = "-" if line.mean is None else f"{line.mean:.{digits}f}"
+        interval = "-" if line.low is None or line.high is None else f"[{line.low:.{digits}f}, {line.high:.{digits}f}]"
+        counts = [str(line.n), str(line.items), str(line.cases), str(line.errors), str(line.invalid)]
+        rows.append([rank, model, mean, interval, *counts, _versus(line.model, table.versus_next(line.model))])
+    blocks.append(Table(header, rows, numeric={0, 2, 3, 4, 5, 6, 7, 8}))
     if table.family in plots.bars:
         blocks.append(Image(plots.bars[table.family], f"{table.family}: mean per model with its 95% CI"))
-    blocks += _comparisons(table)
+    blocks += _comparisons(table.comparisons, "models", "Paired tests between the models")
     if table.metrics:
-        blocks.append(Heading(3, f"{table.family}: every metric, mean [95% bootstrap CI] over items"))
+        blocks.append(Heading(3, f"{table.family}: every metric per model, mean [95% CI]"))
         blocks += _metric_tables(table.metrics, with_variant=False)
     if table.metrics_by_variant:
-        blocks.append(Heading(3, f"{table.family}: every metric per variant"))
+        blocks.append(Heading(3, f"{table.family}: every metric per variant, mean [95% CI]"))
         blocks += _metric_tables(table.metrics_by_variant, with_variant=True)
         if table.family in plots.by_variant:
             blocks.append(Image(plots.by_variant[table.family], f"{table.family}: every metric per variant"))
-    extra = EXTRAS.get(table.family)
-    if extra is not None:
-        blocks += extra(table, plots)
+    if table.variant_comparisons:
+        blocks.append(Heading(3, f"{table.family}: variants compared within each model"))
+        blocks += _comparisons(table.variant_comparisons, "variants", "Paired tests between each model's variants")
+    blocks += _breakdowns(table)
+    images = plots.own.get(table.family, [])
+    for section in table.descriptor.report_sections if table.descriptor else ():
+        blocks += section(table, images)
     return blocks
 
 
-def _versus(comparison: Comparison | None) -> str:
+def _versus(model: str, comparison: Comparison | None) -> str:
+    """How `model` compares with the model ranked below it."""
     if comparison is None:
         return ""
+    other = comparison.b if comparison.a == model else comparison.a
     if comparison.test is None or comparison.p_holm is None:
-        return f"no shared items with {comparison.b}"
+        return f"{comparison.note} with {other}"
     mark = BETTER if comparison.significant else SAME
-    return f"{mark} {comparison.b} (p {_p(comparison.p_holm, relation=True)})"
+    return f"{mark} {other} (p {_p(comparison.p_holm, relation=True)})"
 
 
-def _comparisons(table: FamilyTable) -> list[Block]:
-    if not table.comparisons:
+def _comparisons(comparisons: list[Comparison], what: str, title: str) -> list[Block]:
+    if not comparisons:
         return []
-    tested = sum(1 for c in table.comparisons if c.test is not None)
-    header = ["model A", "model B", "paired on", "pairs", "mean A - B", "test", "p", "p (Holm)", "significant"]
+    tested = sum(1 for c in comparisons if c.test is not None)
+    first = ["model", "variant A", "variant B"] if what == "variants" else ["model A", "model B"]
+    header = [*first, "paired on", "pairs", "mean A - B", "test", "p", "p (Holm)", "significant"]
     rows = []
-    for c in table.comparisons:
+    for c in comparisons:
+        names = [c.model or "", c.a, c.b] if what == "variants" else [c.a, c.b]
         if c.test is None or c.p_holm is None:
-            rows.append([c.a, c.b, "nothing shared", "0", "-", "-", "-", "-", "-"])
+            rows.append([*names, c.unit or "-", str(c.pairs), "-", c.note, "-", "-", "-"])
             continue
         test = c.test.test
         if c.test.test == MCNEMAR and c.test.discordant is not None:
             test += f", discordant {c.test.discordant[0]} vs {c.test.discordant[1]}"
         rows.append(
             [
-                c.a,
-                c.b,
+                *names,
                 c.unit,
-                str(c.test.n),
+                str(c.pairs),
                 f"{c.test.difference:+.3f}",
                 test,
                 _p(c.test.p),
@@ -186,9 +214,10 @@ def _comparisons(table: FamilyTable) -> list[Block]:
                 "yes" if c.significant else "no",
             ]
         )
+    offset = len(first)
     return [
-        Paragraph(f"Paired tests between the models, Holm-adjusted over the family's {tested} test(s):"),
-        Table(header, rows, numeric={3, 4, 6, 7}),
+        Paragraph(f"{title}, Holm-adjusted over the family's {tested} test(s):"),
+        Table(header, rows, numeric={offset + 1, offset + 2, offset + 4, offset + 5}),
     ]
 
 
@@ -197,87 +226,41 @@ def _metric_tables(lines: list[MetricLine], with_variant: bool) -> list[Block]:
     blocks: list[Block] = []
     for start in range(0, len(names), METRICS_PER_TABLE):
         columns = names[start : start + METRICS_PER_TABLE]
-        first = ["model", "variant", "n"] if with_variant else ["model", "n"]
+        first = ["model", "variant", "items", "cases"] if with_variant else ["model", "items", "cases"]
         rows = []
         for line in lines:
             cells = []
             for name in columns:
                 value = line.values.get(name)
-                cells.append("-" if value is None else f"{value[0]:.3f} [{value[1]:.3f}, {value[2]:.3f}]")
+                if value is None:
+                    cells.append("-")
+                elif value.low is None or value.high is None:
+                    cells.append(f"{value.mean:.3f}")
+                else:
+                    cells.append(f"{value.mean:.3f} [{value.low:.3f}, {value.high:.3f}]")
             first_cells = [line.model, line.variant] if with_variant else [line.model]
-            rows.append([*first_cells, str(line.n), *cells])
-        blocks.append(Table([*first, *columns], rows, numeric=set(range(len(first) - 1, len(first) + len(columns)))))
+            rows.append([*first_cells, str(line.n), str(line.cases), *cells])
+        blocks.append(Table([*first, *columns], rows, numeric=set(range(len(first) - 2, len(first) + len(columns)))))
     return blocks
 
 
-# --- what only some families have ---------------------------------------------------------------
-
-
-def _rss(table: FamilyTable, plots: Plots) -> list[Block]:
-    lengths: set[int] = set()
-    found = []
-    for row in table.rows:
-        entries = scored_iterations(row)
-        if not entries:
-            continue
-        per_length: dict[int, list[float]] = defaultdict(list)
-        for entry in entries:
-            for length, values in (entry.get("by_length") or {}).items():
-                if isinstance(values, dict) and isinstance(values.get("rss"), int | float):
-                    per_length[int(length)].append(float(values["rss"]))
-        lengths.update(per_length)
-        interval = entries[0].get("rss_ci95") if len(entries) == 1 else None
-        found.append((row, entries[0], {n: sum(v) / len(v) for n, v in per_length.items()}, interval))
-    if not found:
-        return []
-    columns = sorted(lengths)
-    header = ["model", "item", "mode", "chunks", "RSS", "95% CI (samples)", *[f"L={n}" for n in columns]]
-    rows = []
-    for row, entry, by_length, interval in sorted(found, key=lambda f: (str(f[0].get("item")), str(f[0].get("model")))):
-        score = row.get("score")
-        rows.append(
-            [
-                str(row.get("model")),
-                str(row.get("item")),
-                str(entry.get("mode", "-")),
-                str(entry.get("chunking", "-")),
-                "-" if score is None else f"{float(score):.1f}",
-                f"[{interval[0]:.1f}, {interval[1]:.1f}]" if isinstance(interval, list) and len(interval) == 2 else "-",
-                *[f"{by_length[n]:.1f}" if n in by_length else "-" for n in columns],
-            ]
-        )
-    blocks: list[Block] = [
-        Heading(3, "rss_probes: RSS per item, and by sequence length"),
-        Paragraph(
-            "The interval of an item is a bootstrap over its samples; `L=n` is the mean RSS of the "
-            "samples of n chunks. A model's native RSS falls with length once the text outgrows its "
-            "context; merger mode never reads long text."
-        ),
-        Table(header, rows, numeric=set(range(4, len(header)))),
-    ]
-    if plots.rss:
-        blocks.append(Image(plots.rss, "rss_probes: mean RSS by sequence length, a line per model and mode"))
+def _breakdowns(table: FamilyTable) -> list[Block]:
+    blocks: list[Block] = []
+    digits = _digits(table)
+    for name in sorted({line.field for line in table.breakdowns}):
+        header = [name, "model", "mean", "95% CI", "items", "cases"]
+        rows = []
+        for line in (b for b in table.breakdowns if b.field == name):
+            score = line.score
+            interval = (
+                "-" if score.low is None or score.high is None else f"[{score.low:.{digits}f}, {score.high:.{digits}f}]"
+            )
+            rows.append(
+                [line.value, line.model, f"{score.mean:.{digits}f}", interval, str(line.items), str(line.cases)]
+            )
+        blocks.append(Heading(3, f"{table.family}: {table.headline.metric} by {name}"))
+        blocks.append(Table(header, rows, numeric={2, 3, 4, 5}))
     return blocks
-
-
-def _zelo(table: FamilyTable, plots: Plots) -> list[Block]:
-    if not plots.heatmaps:
-        return []
-    blocks: list[Block] = [
-        Heading(3, "zelo_battles: pairwise preferences"),
-        Paragraph(
-            "Each judge's K x K preference matrix for one query, sorted by zELO, best first: green means "
-            "the row's document is preferred, red the column's, grey a pair never judged. Choose the "
-            "queries with `python -m plugin report --heatmap ITEM` (the case, and `:variant` for an LLM's "
-            "prompt variant)."
-        ),
-    ]
-    for item, model, file in plots.heatmaps:
-        blocks.append(Image(file, f"zELO preferences of {model} on {item}"))
-    return blocks
-
-
-EXTRAS = {"rss_probes": _rss, "zelo_battles": _zelo}
 
 
 def _p(p: float, relation: bool = False) -> str:

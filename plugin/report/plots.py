@@ -1,6 +1,6 @@
-"""The report's PNG plots (matplotlib, Agg): a bar chart with 95% CI whiskers per family, RSS by
-sequence length, metrics per variant (code retrieval: per chunking strategy), and zELO
-preference heatmaps (drawn by `plugin.report.heatmap`).
+"""The report's PNG plots that every family gets (matplotlib, Agg): a bar chart with 95% CI
+whiskers, and every metric per variant (code retrieval: per chunking strategy). A family's
+own plots are declared on its descriptor (`Family.plots`) and drawn with these helpers.
 
 Each model keeps one colour across every plot.
 """
@@ -8,19 +8,16 @@ Each model keeps one colour across every plot.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from plugin.leaderboard import MetricLine, scored_iterations
-from plugin.report.tables import FamilyTable
+from plugin.report.aggregate import FamilyTable, MetricLine
 
 DPI = 100
-Row = dict[str, Any]
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -36,10 +33,10 @@ def colours(models: Sequence[str]) -> dict[str, Any]:
     return {model: palette(index % 10) for index, model in enumerate(sorted(set(models)))}
 
 
-def _save(figure: Any, path: Path) -> Path:
+def save(figure: Any, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=DPI, bbox_inches="tight", metadata={"Software": None})
-    _pyplot().close(figure)
+    pyplot().close(figure)
     return path
 
 
@@ -48,7 +45,7 @@ def family_bars(path: Path, table: FamilyTable, palette: dict[str, Any]) -> Path
     lines = [line for line in table.lines if line.mean is not None]
     if not lines:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     figure, axes = plt.subplots(figsize=(max(3.5, 1.0 * len(lines) + 1.5), 3.2))
     means = [line.mean or 0.0 for line in lines]
     below = [(line.mean or 0.0) - (line.low if line.low is not None else line.mean or 0.0) for line in lines]
@@ -61,57 +58,11 @@ def family_bars(path: Path, table: FamilyTable, palette: dict[str, Any]) -> Path
         axes.annotate(f"n={line.n}", (position, 0), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
     axes.set_xticks(list(positions), labels=labels)
     axes.set_ylabel("mean, 95% CI")
-    axes.set_title(f"{table.family}\n{table.headline}", fontsize=9)
+    axes.set_title(f"{table.family}\n{table.headline.description} ({table.headline.scale})", fontsize=9)
     axes.axhline(0, color="grey", linewidth=0.5)
     axes.grid(axis="y", alpha=0.3)
     figure.tight_layout()
-    return _save(figure, path)
-
-
-def rss_by_length(path: Path, rows: list[Row], palette: dict[str, Any]) -> Path | None:
-    """Mean RSS per sequence length: a panel per case, a line per model and mode (variant)."""
-    series: dict[str, dict[tuple[str, str], dict[int, list[float]]]] = defaultdict(
-        lambda: defaultdict(lambda: defaultdict(list))
-    )
-    for row in rows:
-        for entry in scored_iterations(row):
-            by_length = entry.get("by_length")
-            if not isinstance(by_length, dict):
-                continue
-            label = str(row.get("variant") or entry.get("mode") or "-")
-            for length, values in by_length.items():
-                if isinstance(values, dict) and isinstance(values.get("rss"), int | float):
-                    key = (str(row.get("model")), label)
-                    series[str(row.get("case"))][key][int(length)].append(float(values["rss"]))
-    if not series:
-        return None
-    plt = _pyplot()
-    cases = sorted(series)
-    columns = min(3, len(cases))
-    rows_of_panels = math.ceil(len(cases) / columns)
-    figure, grid = plt.subplots(
-        rows_of_panels, columns, figsize=(4.2 * columns, 3.2 * rows_of_panels), squeeze=False, sharey=True
-    )
-    styles = ["-", "--", ":", "-."]
-    for index, case in enumerate(cases):
-        axes = grid[index // columns][index % columns]
-        labels = sorted({label for _, label in series[case]})
-        for (model, label), points in sorted(series[case].items()):
-            lengths = sorted(points)
-            means = [sum(points[n]) / len(points[n]) for n in lengths]
-            style = styles[labels.index(label) % len(styles)]
-            axes.plot(lengths, means, style, marker="o", color=palette[model], label=f"{model} {label}", markersize=4)
-        axes.set_title(case, fontsize=9)
-        axes.set_xlabel("sequence length (chunks)")
-        axes.axhline(0, color="grey", linewidth=0.5)
-        axes.grid(alpha=0.3)
-        axes.legend(fontsize=7)
-    for index in range(len(cases), rows_of_panels * columns):
-        grid[index // columns][index % columns].set_visible(False)
-    grid[0][0].set_ylabel("mean RSS")
-    figure.suptitle("rss_probes: RSS by sequence length", fontsize=10)
-    figure.tight_layout()
-    return _save(figure, path)
+    return save(figure, path)
 
 
 def metrics_by_variant(path: Path, family: str, lines: list[MetricLine], palette: dict[str, Any]) -> Path | None:
@@ -119,7 +70,7 @@ def metrics_by_variant(path: Path, family: str, lines: list[MetricLine], palette
     model, with 95% bootstrap CI whiskers."""
     if not lines:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     names = sorted({name for line in lines for name in line.values})
     variants = sorted({line.variant for line in lines})
     models = sorted({line.model for line in lines})
@@ -138,7 +89,10 @@ def metrics_by_variant(path: Path, family: str, lines: list[MetricLine], palette
                 line = found.get((model, variant))
                 if line is None or name not in line.values:
                     continue
-                mean, low, high = line.values[name]
+                value = line.values[name]
+                mean = value.mean
+                low = value.low if value.low is not None else mean
+                high = value.high if value.high is not None else mean
                 xs.append(position - 0.4 + width * (offset + 0.5))
                 means.append(mean)
                 below.append(mean - low)
@@ -152,34 +106,10 @@ def metrics_by_variant(path: Path, family: str, lines: list[MetricLine], palette
         grid[index // columns][index % columns].set_visible(False)
     handles, labels = grid[0][0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="upper right", fontsize=8)
-    figure.suptitle(f"{family}: every metric per variant, 95% bootstrap CI", fontsize=10)
+    figure.suptitle(f"{family}: every metric per variant, 95% CI", fontsize=10)
     figure.tight_layout(rect=(0, 0, 0.93, 1))
-    return _save(figure, path)
+    return save(figure, path)
 
 
-def zelo_heatmaps(out_dir: Path, rows: list[Row], items: Sequence[str] | None) -> list[tuple[str, str, Path]]:
-    """The pairwise-preference heatmap of each chosen item, for every model that judged it:
-    (item, model, path). By default the first item that the most models judged."""
-    from plugin.report import heatmap
-
-    judged: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
-    for row in rows:
-        entry = next((e for e in scored_iterations(row) if "zelo" in e and "battles" in e), None)
-        if entry is not None:
-            judged[str(row.get("item"))][str(row.get("model"))] = entry
-    if not judged:
-        return []
-    chosen = list(items) if items else [min(judged, key=lambda item: (-len(judged[item]), item))]
-    drawn = []
-    for item in chosen:
-        for model, entry in sorted(judged.get(item, {}).items()):
-            zelo = {d: float(v) for d, v in entry["zelo"].items()}
-            battles = [(a, b, score) for a, b, score in entry["battles"]]
-            path = out_dir / f"zelo_heatmap_{_file_part(item)}_{_file_part(model)}.png"
-            heatmap.draw(path, zelo, battles, f"{item} - {model}", dpi=DPI)
-            drawn.append((item, model, path))
-    return drawn
-
-
-def _file_part(name: str) -> str:
+def file_part(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

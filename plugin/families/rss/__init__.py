@@ -5,7 +5,8 @@
 - `probes`: sampling, embedding and the Top-Down / Bottom-Up scores.
 """
 
-from plugin.families.base import Family, Headline
+from plugin.families.base import Family, Headline, Plot
+from plugin.families.rss import report
 from plugin.families.rss.probes import SCORING_VERSION, RssCase, corpus_fingerprint, probe
 
 __all__ = ["FAMILY", "probe"]
@@ -19,4 +20,6 @@ FAMILY = Family(
     plain_input_fields=("source", "lengths"),
     # The source text and any user merger are part of every result key.
     corpus_fingerprint=corpus_fingerprint,
+    report_sections=(report.section,),
+    plots=(Plot((report.PLOT,), report.draw),),
 )

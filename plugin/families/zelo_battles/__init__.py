@@ -1,7 +1,8 @@
 """zELO battles as a benchmark family: a judge battles a case's documents in pairs, and the
 zELO ranking is scored against graded labels. The application itself is `plugin.zelo`."""
 
-from plugin.families.base import Family, Headline
+from plugin.families.base import Family, Headline, Plot
+from plugin.families.zelo_battles import report
 from plugin.zelo.battles import SCORING_VERSION, ZeloCase, battle, score
 
 __all__ = ["FAMILY", "battle", "score"]
@@ -15,4 +16,6 @@ FAMILY = Family(
     prompt_fields=("instruction",),
     # The documents mapping is content, not a set of variants.
     plain_input_fields=("documents",),
+    report_sections=(report.section,),
+    plots=(Plot((report.PATTERN,), report.draw),),
 )

@@ -1,0 +1,55 @@
+"""The zELO battles' own part of the report: each judge's pairwise-preference heatmap for the
+chosen queries. The report's machinery is imported when these run, never when the family is
+loaded."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+PATTERN = "zelo_heatmap_*.png"
+
+
+def draw(out_dir: Path, table: Any, context: Any) -> list[Path]:
+    """The heatmap of each chosen item (`report --heatmap ITEM`), for every model that judged
+    it; by default the first item that the most models judged."""
+    from plugin.report import heatmap
+    from plugin.report.plots import DPI, file_part
+
+    judged: dict[str, dict[str, Any]] = defaultdict(dict)
+    for row in table.rows:
+        entry = next((e for e in row.scored_iterations() if "zelo" in e.details and "battles" in e.details), None)
+        if entry is not None:
+            judged[row.item][row.model] = entry.details
+    if not judged:
+        return []
+    chosen = list(context.heatmaps) if context.heatmaps else [min(judged, key=lambda item: (-len(judged[item]), item))]
+    drawn = []
+    for item in chosen:
+        for model, details in sorted(judged.get(item, {}).items()):
+            zelo = {d: float(v) for d, v in details["zelo"].items()}
+            battles = [(a, b, score) for a, b, score in details["battles"]]
+            path = out_dir / f"zelo_heatmap_{file_part(item)}_{file_part(model)}.png"
+            heatmap.draw(path, zelo, battles, f"{item} - {model}", dpi=DPI)
+            drawn.append(path)
+    return drawn
+
+
+def section(table: Any, images: list[str]) -> list[Any]:
+    from plugin.report.document import Heading, Image, Paragraph
+
+    if not images:
+        return []
+    blocks: list[Any] = [
+        Heading(3, "zelo_battles: pairwise preferences"),
+        Paragraph(
+            "Each judge's K x K preference matrix for one query, sorted by zELO, best first: green means "
+            "the row's document is preferred, red the column's, grey a pair never judged. Choose the "
+            "queries with `ragmatrix report --heatmap ITEM` (the case, and `:variant` for an LLM's "
+            "prompt variant)."
+        ),
+    ]
+    for image in images:
+        blocks.append(Image(image, f"zELO preferences: {image.removeprefix('zelo_heatmap_').removesuffix('.png')}"))
+    return blocks
