@@ -60,7 +60,9 @@ def interval_method(groups: Sequence[Sequence[float]], binary: bool | None = Non
         return NO_INTERVAL
     if any(len(group) > 1 for group in groups) and len(groups) >= MIN_CASES_TO_CLUSTER:
         return CASE_BOOTSTRAP
-    if (binary is None and is_binary(values)) or (binary and is_binary(values)):
+    # An undeclared score type is taken for yes/no only when several values say so: one 1.0
+    # could as well be a perfect nDCG, which must not get a Wilson interval.
+    if is_binary(values) and (binary or (binary is None and len(values) > 1)):
         return WILSON
     return BOOTSTRAP if len(values) > 1 else NO_INTERVAL
 
