@@ -42,7 +42,9 @@ def compute(directory: Path) -> dict[str, FileDigest]:
     digests = {}
     for family in store.families():
         loaded = store.load(family)
-        digests[store.path(family).name] = FileDigest(len(loaded.rows), digest_rows([row.to_json() for row in loaded.rows]), len(loaded.problems))
+        digests[store.path(family).name] = FileDigest(
+            len(loaded.rows), digest_rows([row.to_json() for row in loaded.rows]), len(loaded.problems)
+        )
     return digests
 
 

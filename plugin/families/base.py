@@ -56,6 +56,8 @@ class Family:
     corpus_fingerprint: Callable[[Case], str] | None = None
     # The model of the details an iteration records, where the report or the CLI reads them.
     details: type[BaseModel] | None = None
+    # Metrics that are yes/no outcomes (Wilson intervals); every other metric is continuous.
+    binary_metrics: tuple[str, ...] = ()
     # Case metadata (or input) fields the leaderboard breaks the headline down by.
     breakdowns: tuple[str, ...] = ()
     # Extra report blocks for this family: `section(table) -> blocks`.

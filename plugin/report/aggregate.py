@@ -273,18 +273,20 @@ def _family_table(family: str, rows: list[Row], memo: Memo, variants: bool) -> F
         lines.append(line)
     comparisons = compare_models(family, lines, rows, memo, headline.higher_is_better)
     rank(lines, comparisons, headline.higher_is_better)
-    by_variant = metric_lines(family, rows, memo, by_variant=True)
+    by_variant = metric_lines(family, rows, memo, by_variant=True, descriptor=descriptor)
     several = len({m.variant for m in by_variant}) > 1
     return FamilyTable(
         family=family,
         headline=headline,
         descriptor=descriptor,
         lines=lines,
-        metrics=metric_lines(family, rows, memo, by_variant=False),
+        metrics=metric_lines(family, rows, memo, by_variant=False, descriptor=descriptor),
         metrics_by_variant=by_variant if several else [],
         comparisons=comparisons,
         variant_comparisons=compare_variants(family, rows, memo) if variants else [],
-        breakdowns=breakdown_lines(family, rows, descriptor.breakdowns if descriptor else (), memo),
+        breakdowns=breakdown_lines(
+            family, rows, descriptor.breakdowns if descriptor else (), memo, headline.binary if descriptor else None
+        ),
         rows=rows,
     )
 
@@ -464,9 +466,20 @@ def compare_variants(family: str, rows: list[Row], memo: Memo) -> list[Compariso
 # --- metrics and breakdowns ----------------------------------------------------------------------
 
 
-def metric_lines(family: str, rows: list[Row], memo: Memo, by_variant: bool = True) -> list[MetricLine]:
+def metric_lines(
+    family: str, rows: list[Row], memo: Memo, by_variant: bool = True, descriptor: Family | None = None
+) -> list[MetricLine]:
     """Mean and interval of every metric the iterations carry, per model (and variant), over the
-    items that ended without error, grouped by case like the headline."""
+    items that ended without error, grouped by case like the headline. A known family says
+    which of its metrics are yes/no; an unknown family's are judged by their values."""
+
+    def binary(name: str) -> bool | None:
+        if descriptor is None:
+            return None
+        if name == descriptor.headline.metric:
+            return descriptor.headline.binary
+        return name in descriptor.binary_metrics
+
     groups: dict[tuple[str, str], dict[str, dict[str, list[float]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list))
     )
@@ -485,7 +498,10 @@ def metric_lines(family: str, rows: list[Row], memo: Memo, by_variant: bool = Tr
             groups[group][name][row.case].append(value)
     lines = []
     for (model, variant), metrics in sorted(groups.items()):
-        values = {name: remembered_interval(list(by_case.values()), memo) for name, by_case in sorted(metrics.items())}
+        values = {
+            name: remembered_interval(list(by_case.values()), memo, binary(name))
+            for name, by_case in sorted(metrics.items())
+        }
         lines.append(MetricLine(model, family, variant, items[(model, variant)], len(cases[(model, variant)]), values))
     return lines
 
@@ -506,7 +522,9 @@ def breakdown_value(row: Row, name: str) -> str | None:
     return None
 
 
-def breakdown_lines(family: str, rows: list[Row], fields: Sequence[str], memo: Memo) -> list[BreakdownLine]:
+def breakdown_lines(
+    family: str, rows: list[Row], fields: Sequence[str], memo: Memo, binary: bool | None = None
+) -> list[BreakdownLine]:
     lines = []
     for name in fields:
         groups: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -518,7 +536,7 @@ def breakdown_lines(family: str, rows: list[Row], fields: Sequence[str], memo: M
                 groups[(value, row.model)][row.case].append(float(entry.score or 0.0))
         for (value, model), by_case in sorted(groups.items()):
             items = sum(1 for row in rows if row.model == model and breakdown_value(row, name) == value)
-            score = remembered_interval(list(by_case.values()), memo)
+            score = remembered_interval(list(by_case.values()), memo, binary)
             lines.append(BreakdownLine(family, name, value, model, items, len(by_case), score))
     return lines
 

@@ -24,4 +24,5 @@ FAMILY = Family(
     # The corpus is one mapping, not a set of variants.
     plain_input_fields=("corpus",),
     corpus_fingerprint=corpus_fingerprint,
+    binary_metrics=("answer_hit_at_1", "answer_hit_at_3", "answer_hit_at_5", "precision_at_1"),
 )
