@@ -449,3 +449,58 @@ def test_the_page_shows_its_tables_and_images_in_headless_chromium(report, tmp_p
     assert 'data-images="8/8"' in result.stdout
     assert "strong" in result.stdout and "McNemar (exact)" in result.stdout
     assert [line for line in result.stderr.splitlines() if ":CONSOLE" in line] == []
+
+
+# --- any subset of rows renders -------------------------------------------------------------------
+
+
+def test_the_report_renders_from_one_row_from_two_models_sharing_one_item_and_from_nothing(tmp_path, capsys):
+    one = write_results(tmp_path / "one", [row("code_retrieval", "a", "q0:line", [0.7])])
+    assert main(["report", "--results-dir", str(one)]) == 0
+    text = (one / "report" / "leaderboard.md").read_text()
+    assert "| 1 | a | 0.700 | - | 1 | 1 | 1 | 0 | 0 |  |" in text  # one continuous value: no interval
+    shared = [row("code_retrieval", m, "q0:line", [s]) for m, s in (("a", 0.7), ("b", 0.4))]
+    two = write_results(tmp_path / "two", shared)  # scipy's permutation test refuses one pair
+    assert main(["report", "--results-dir", str(two)]) == 0
+    text = (two / "report" / "leaderboard.md").read_text()
+    assert "| a | b | items | 1 | - | too few shared cases | - | - | - |" in text
+    assert "| 1≈ | b | 0.400 |" in text
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "rag_interpretation.jsonl").write_text("")
+    assert main(["report", "--results-dir", str(empty)]) == 1
+    assert "no result rows" in capsys.readouterr().err
+    tables = aggregate({})
+    assert tables.families == [] and tables.overview == []
+
+
+def test_the_headline_and_the_metric_table_give_one_mean_one_interval():
+    rows = []
+    for i in range(8):  # 8 cases x 3 chunkings: the interval resamples cases in both tables
+        for chunking, shift in (("line", 0.0), ("semantic", 0.05), ("bounded", 0.1)):
+            value = round(0.3 + 0.07 * i + shift, 3)
+            rows.append(
+                row("code_retrieval", "m", f"q{i}:{chunking}", [value], details={"metrics": {"ndcg_at_10": value}})
+            )
+    (table,) = aggregate({"code_retrieval": typed(rows)}).families
+    (line,) = table.lines
+    (pooled,) = table.metrics
+    metric = pooled.values["ndcg_at_10"]
+    assert line.method == metric.method == "case bootstrap"
+    assert (line.mean, line.low, line.high) == pytest.approx((metric.mean, metric.low, metric.high))
+
+
+def test_paired_tests_pair_on_case_means_when_a_case_gives_several_items():
+    rows = []
+    for i in range(6):
+        for chunking in ("line", "semantic", "bounded"):
+            rows.append(row("code_retrieval", "a", f"q{i}:{chunking}", [0.9 if i % 2 else 0.6]))
+            rows.append(row("code_retrieval", "b", f"q{i}:{chunking}", [0.5]))
+    (table,) = aggregate({"code_retrieval": typed(rows)}).families
+    (comparison,) = table.comparisons
+    # 6 cases, not 18 items: the three chunkings of a query are one observation
+    assert (comparison.unit, comparison.pairs) == ("cases", 6)
+    assert comparison.test is not None and comparison.test.p == pytest.approx(2 / 2**6)
+    # each model's variants against each other: identical here, so p = 1 after Holm
+    assert {(c.model, c.a, c.b) for c in table.variant_comparisons} >= {("a", "bounded", "line")}
+    assert all(c.p_holm == 1.0 for c in table.variant_comparisons)

@@ -1,4 +1,4 @@
-"""The command line: `python -m plugin <command> ...`.
+"""The command line: `ragmatrix <command> ...`, or `python -m plugin <command> ...`.
 
 Each command is a module of this package with `NAME`, `HELP`, `add_arguments(parser)` and
 `run(args) -> int`; adding one means writing the module and listing it in `COMMANDS`. Command
@@ -21,7 +21,7 @@ class CommandError(Exception):
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="python -m plugin", description="ragmatrix command line")
+    top = argparse.ArgumentParser(prog=_program(), description="ragmatrix: the benchmark's command line")
     commands = top.add_subparsers(dest="command", required=True, metavar="command")
     for name in COMMANDS:
         module = importlib.import_module(f"plugin.cli.{name}")
@@ -34,6 +34,11 @@ def parser() -> argparse.ArgumentParser:
         module.add_arguments(sub)
         sub.set_defaults(run=module.run)
     return top
+
+
+def _program() -> str:
+    """The name the user typed: the console script, or the module."""
+    return "ragmatrix" if Path(sys.argv[0]).name == "ragmatrix" else "python -m plugin"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
