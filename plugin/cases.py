@@ -225,8 +225,8 @@ def expand_case(
                 family=family,
                 name=name,
                 choices=choices,
-                input=validated.input,
-                expected=validated.expected,
+                input=validated.input,  # type: ignore[attr-defined]
+                expected=validated.expected,  # type: ignore[attr-defined]
                 raw=content,
                 file=file,
                 metadata=metadata,

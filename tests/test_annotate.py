@@ -266,9 +266,13 @@ def test_heatmaps_from_an_annotated_file_and_from_benchmark_rows(project, server
     assert (project / "q1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "wrote q1.png (6 documents" in capsys.readouterr().out
     row = {
+        "key": "k",
         "family": "zelo_battles",
+        "test": "test_zelo_battles",
         "model": "bow",
+        "case": "case",
         "item": "case:json",
+        "scoring_version": 1,
         "status": "ok",
         "iterations": [{"zelo": {"a": 0.5, "b": -0.5}, "battles": [["a", "b", -1.0], ["b", "a", None]]}],
     }

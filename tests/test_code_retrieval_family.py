@@ -19,13 +19,13 @@ from plugin.cases import expand_case
 from plugin.families.code_retrieval import retrieval as code_retrieval
 from plugin.families.code_retrieval.chunking import Chunk
 from plugin.families.code_retrieval.corpus import CorpusSpec, list_files, load_corpus, locate, stdlib_root
-from plugin.report.aggregate import aggregate
-from plugin.report.terminal import metric_tables
-from plugin.rows import Row
 from plugin.models.bm25 import BM25Retriever, code_tokens
 from plugin.models.embedding_cache import EmbeddingCache
 from plugin.models.lexical import HashingBagOfWords
 from plugin.models.spec import ModelSet, ModelSpec
+from plugin.report.aggregate import aggregate
+from plugin.report.terminal import metric_tables
+from plugin.rows import Row
 
 DATA_FILE = REPO / "benchmark" / "data" / "code_retrieval_data.yaml"
 

@@ -50,8 +50,10 @@ def test_the_matrix_runs_records_and_prints_a_leaderboard(bench, server):
     result.stdout.fnmatch_lines(
         [
             "*ragmatrix leaderboard*",
-            "model*family*mean*95% CI*n*items*errors*invalid*",
-            "scripted*rag_interpretation*1.000*[[]0.566, 1.000]*5*5*0*0",
+            "rag_interpretation: accuracy, scale 0..1, higher is better (3 cases, 7 items)",
+            "rank*model*mean*95% CI*n*items*cases*errors*invalid*",
+            "*",
+            "*1*scripted*1.000*[[]0.566, 1.000]*5*5*3*0*0",
         ]
     )
     # the file is compact: sorted, one row per item
@@ -139,7 +141,7 @@ def test_model_errors_become_error_rows_and_rerun_next_time(bench, server):
     assert "Traceback" not in result.stdout.str()
     errors = [r for r in rows(bench) if r["status"] == "error"]
     assert len(errors) == 2 and all(r["score"] is None for r in errors)
-    result.stdout.fnmatch_lines(["scripted*rag_interpretation*3*5*2*0"])  # n=3 scored, 2 errors
+    result.stdout.fnmatch_lines(["*scripted*3*5*2*2*0"])  # n=3 scored, 5 items, 2 cases, 2 errors
     server.reset()
     server.answer = "yes"
     run(bench, "-k", "scripted").assert_outcomes(passed=2, skipped=3)  # only the errors rerun

@@ -5,33 +5,52 @@ from __future__ import annotations
 import json
 import multiprocessing
 
+from plugin.rows import Row
 from plugin.store import ResultStore
 
 
-def row(item: str, score: float, model: str = "m", test: str = "t", **extra):
-    return {
+def row(item: str, score: float | None, model: str = "m", test: str = "t", **extra) -> Row:
+    fields = {
         "key": f"{model}-{item}-{score}",
+        "family": "fam",
         "test": test,
         "model": model,
+        "case": item,
         "item": item,
+        "scoring_version": 1,
         "score": score,
         "status": "ok",
-        **extra,
     }
+    return Row.model_validate({**fields, **extra})
 
 
-def test_rows_are_written_one_per_line_with_sorted_keys(tmp_path):
+def test_rows_are_written_one_per_line_with_sorted_keys_and_only_the_fields_given(tmp_path):
     store = ResultStore(tmp_path)
-    store.append("fam", {"z": 1, "a": 2, "key": "k", "status": "ok"})
-    assert store.path("fam").read_text() == '{"a": 2, "key": "k", "status": "ok", "z": 1}\n'
-    assert store.completed_keys() == {"k"}
+    store.append("fam", Row.model_validate({**row("i", 1).to_json(), "z": 1, "a": 2, "key": "k"}))
+    line = store.path("fam").read_text()
+    assert line == (
+        '{"a": 2, "case": "i", "family": "fam", "item": "i", "key": "k", "model": "m", "score": 1, '
+        '"scoring_version": 1, "status": "ok", "test": "t", "z": 1}\n'
+    )
+    assert store.completed() == {("m", "k")}
 
 
 def test_error_rows_are_not_results(tmp_path):
     store = ResultStore(tmp_path)
-    store.append("fam", {**row("a", 1), "key": "good"})
-    store.append("fam", {**row("b", 0), "key": "bad", "status": "error", "score": None})
-    assert store.completed_keys() == {"good"}
+    store.append("fam", row("a", 1, key="good"))
+    store.append("fam", row("b", None, key="bad", status="error"))
+    assert store.completed() == {("m", "good")}
+
+
+def test_a_line_that_is_not_a_valid_row_is_reported_and_skipped(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append("fam", row("a", 1))
+    with open(store.path("fam"), "a") as handle:
+        handle.write('{"key": "x", "status": "maybe"}\n')
+    loaded = store.load("fam")
+    assert [r.item for r in loaded.rows] == ["a"]
+    (problem,) = loaded.problems
+    assert problem.startswith("fam.jsonl: line 2 is not a valid result row (") and problem.endswith("ignored)")
 
 
 def test_a_torn_last_line_is_ignored_reported_and_repaired_by_the_next_append(tmp_path):
@@ -40,10 +59,10 @@ def test_a_torn_last_line_is_ignored_reported_and_repaired_by_the_next_append(tm
     with open(store.path("fam"), "ab") as handle:
         handle.write(b'{"key": "half", "sco')  # a writer killed mid-line
     loaded = store.load("fam")
-    assert [r["item"] for r in loaded.rows] == ["a"]
+    assert [r.item for r in loaded.rows] == ["a"]
     assert loaded.problems == ["fam.jsonl: line 2 is torn or not JSON (ignored)"]
     store.append("fam", row("b", 1))
-    assert [r["item"] for r in store.load("fam").rows] == ["a", "b"]
+    assert [r.item for r in store.load("fam").rows] == ["a", "b"]
     compacted = store.compact("fam")
     assert len(compacted.problems) == 1
     assert store.load("fam").problems == []  # compaction drops the torn fragment
@@ -68,8 +87,8 @@ def test_compaction_drops_only_what_keep_rejects(tmp_path):
     store = ResultStore(tmp_path)
     for item in "abc":
         store.append("fam", row(item, 1))
-    store.compact("fam", keep=lambda r: r["item"] != "b")
-    assert [r["item"] for r in store.load("fam").rows] == ["a", "c"]
+    store.compact("fam", keep=lambda r: r.item != "b")
+    assert [r.item for r in store.load("fam").rows] == ["a", "c"]
     assert not list(tmp_path.glob("*.tmp"))
 
 
@@ -87,7 +106,7 @@ def test_concurrent_writers_lose_no_row(tmp_path):
         process.join()
     loaded = ResultStore(tmp_path).load("fam")
     assert loaded.problems == []
-    assert len({r["item"] for r in loaded.rows}) == 200
+    assert len({r.item for r in loaded.rows}) == 200
 
 
 def test_compaction_leaves_an_ordinary_file_mode(tmp_path):
@@ -95,7 +114,7 @@ def test_compaction_leaves_an_ordinary_file_mode(tmp_path):
     import stat
 
     store = ResultStore(tmp_path)
-    store.append("fam", {"key": "k", "model": "m", "test": "t", "item": "i", "score": 1.0})
+    store.append("fam", row("i", 1.0))
     before = stat.S_IMODE((tmp_path / "fam.jsonl").stat().st_mode)
     store.compact("fam")
     umask = os.umask(0)

@@ -83,15 +83,15 @@ def _from_results(args: argparse.Namespace) -> tuple[dict[str, float], list[Any]
 
     path = Path(args.source)
     rows = ResultStore(path.parent).load(path.stem).rows
-    found = [r for r in rows if r.get("item") == args.query and (args.model is None or r.get("model") == args.model)]
-    models = sorted({str(r.get("model")) for r in found})
+    found = [r for r in rows if r.item == args.query and (args.model is None or r.model == args.model)]
+    models = sorted({r.model for r in found})
     if not found:
         model = f" and model {args.model}" if args.model else ""
         raise CommandError(f"{path}: no row for item {args.query!r}{model}")
     if len(models) > 1:
         several = ", ".join(models)
         raise CommandError(f"{path}: item {args.query!r} has rows of several models ({several}): add --model")
-    entry = next((e for e in found[-1].get("iterations", []) if "zelo" in e), None)
+    entry = next((e.details for e in found[-1].iterations if "zelo" in e.details), None)
     if entry is None:
         raise CommandError(f"{path}: the row of {args.query!r} holds no zELOs (an error row?)")
     battles = [(a, b, score) for a, b, score in entry.get("battles", [])]

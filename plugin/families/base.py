@@ -33,11 +33,12 @@ class Headline:
 
 @dataclass(frozen=True)
 class Plot:
-    """A family's own plot in the report. `draw(out_dir, table, palette)` writes its PNGs and
-    returns them; `patterns` are the file names it may write, so an old report's are removed."""
+    """A family's own plot in the report. `draw(out_dir, table, context)` writes its PNGs and
+    returns them (`context` has the report's palette and options); `patterns` are the file
+    names it may write, so that an old report's are removed."""
 
     patterns: tuple[str, ...]
-    draw: Callable[[Path, Any, dict[str, Any]], list[Path]]
+    draw: Callable[[Path, Any, Any], list[Path]]
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,9 @@ class Family:
     binary_metrics: tuple[str, ...] = ()
     # Case metadata (or input) fields the leaderboard breaks the headline down by.
     breakdowns: tuple[str, ...] = ()
-    # Extra report blocks for this family: `section(table) -> blocks`.
-    report_sections: Sequence[Callable[[Any], list[Any]]] = field(default=())
+    # Extra report blocks for this family: `section(table, images) -> blocks`, where `images`
+    # are the file names its plots drew.
+    report_sections: Sequence[Callable[[Any, list[str]], list[Any]]] = field(default=())
     plots: Sequence[Plot] = field(default=())
 
     def details_of(self, iteration: Any) -> BaseModel | None:

@@ -434,7 +434,8 @@ def compare_models(
     """Every pair of models with a score, the better mean first; Holm over the family's tests."""
     scores = {model: _score_map(model_rows) for model, model_rows in _by(rows, lambda r: r.model).items()}
     sign = -1.0 if higher_is_better else 1.0
-    order = [line.model for line in sorted(lines, key=lambda l: sign * (l.mean or 0.0)) if line.mean is not None]
+    by_mean = sorted(lines, key=lambda line: sign * (line.mean or 0.0))
+    order = [line.model for line in by_mean if line.mean is not None]
     comparisons = []
     for a, b in combinations(order, 2):
         unit, x, y = _pairs(scores[a], scores[b])
@@ -498,11 +499,13 @@ def metric_lines(
             groups[group][name][row.case].append(value)
     lines = []
     for (model, variant), metrics in sorted(groups.items()):
-        values = {
+        intervals = {
             name: remembered_interval(list(by_case.values()), memo, binary(name))
             for name, by_case in sorted(metrics.items())
         }
-        lines.append(MetricLine(model, family, variant, items[(model, variant)], len(cases[(model, variant)]), values))
+        lines.append(
+            MetricLine(model, family, variant, items[(model, variant)], len(cases[(model, variant)]), intervals)
+        )
     return lines
 
 
