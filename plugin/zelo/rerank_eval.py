@@ -12,8 +12,9 @@ scores), the system's file with its own score on each document (higher is better
 - `zbench`: what zbench's `benchmark.py` computes: queries of the system file, its first 10
   documents in file order (every one must be in the truth), NDCG over all of them with no
   cut-off, accuracy over every pair with a tied pair (on either side) counted wrong, and
-  recall@k over k_gt; ties go to the document later in the file, as a stable sort reversed
-  orders them.
+  recall@k over k_gt. Recall breaks ties towards the document later in the file, as zbench's
+  stable sort reversed does; NDCG orders by numpy's default argsort, as zbench does, whose
+  order of ties depends on the CPU (see `zbench_ndcg`).
 
 Ground-truth zELOs are read in natural-log units: an Elo file (recorded, or recognised by its
 mean of 1000) is converted first. exp() is taken after subtracting the query's largest zELO,
@@ -203,8 +204,15 @@ def best_first(values: Sequence[float]) -> list[int]:
 
 def zbench_ndcg(gains: Sequence[float], scores: Sequence[float]) -> float:
     """DCG of the gains in the order of the scores over the DCG of the gains sorted, over every
-    document given (no cut-off)."""
-    order = best_first(scores)
+    document given (no cut-off).
+
+    The order is numpy's default argsort of the scores, reversed, as zbench takes it. That
+    sort is not stable on every CPU (with AVX-512 it is a vectorised sort), so the order of tied
+    scores, and with it the NDCG of a system that ties, is the one zbench gets on the same
+    machine, not a fixed rule."""
+    import numpy as np
+
+    order = [int(i) for i in np.argsort(np.asarray(scores, dtype=float))[::-1]]
     dcg = sum(gains[i] / math.log2(rank + 2) for rank, i in enumerate(order))
     ideal = sum(g / math.log2(rank + 2) for rank, g in enumerate(sorted(gains, reverse=True)))
     return dcg / ideal
