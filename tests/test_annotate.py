@@ -4,7 +4,6 @@ on a hand-computed example, and `heatmap`."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import subprocess
@@ -303,7 +302,8 @@ def test_mostly_invalid_judgements_exit_1_in_one_line_and_keep_the_files(project
     total = len(read_jsonl(project / "out.pairs.jsonl"))
     assert error[-1] == (
         f"error: {total} of {total} judgements are invalid, so the zELOs in {project / 'out.jsonl'} rest on too "
-        f"little: check the judge and its prompt (the reasons are in {project / 'out.pairs.jsonl'}, kept with the output)"
+        f"little: check the judge and its prompt (the reasons are in {project / 'out.pairs.jsonl'}, "
+        "kept with the output)"
     )
     assert all(line.startswith("note: query") for line in error[:-1])  # which queries fell apart
     assert (project / "out.jsonl").exists()
