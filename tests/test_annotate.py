@@ -328,6 +328,7 @@ def run_cli(cwd: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_the_models_file_is_found_from_a_subfolder_and_named_when_missing(tmp_path, server):
     project = tmp_path / "project"
     deeper = project / "data" / "queries"
