@@ -4,7 +4,6 @@ on a hand-computed example, and `heatmap`."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import subprocess
@@ -152,7 +151,11 @@ def test_invalid_answers_are_recorded_with_their_reason(project, server, capsys)
     invalid = [p for p in read_jsonl(project / "out.pairs.jsonl") if not p["valid"]]
     assert invalid and all(p["invalid_reason"] == "no score found" and p["calls"] == 2 for p in invalid)
     assert all("m4" in (p["a"], p["b"]) for p in invalid)
-    assert f", {len(invalid)} invalid" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert f", {len(invalid)} invalid" in printed.out
+    # m4 is linked to nothing: q1's comparison graph falls into two components
+    assert "note: query q1: the valid judgements link its documents in 2 separate groups" in printed.err
+    assert "query q2" not in printed.err
 
 
 def test_several_judges_are_recorded_apart_and_combined(project, server):
@@ -171,7 +174,9 @@ def test_problems_are_one_line(project, server, capsys):
     assert main(["annotate", "bad.jsonl", "o.jsonl", "--judges", "bow", "--models-file", "models.yaml"]) == 1
     assert capsys.readouterr().err.strip() == 'error: bad.jsonl: line 1: needs "query": {"id": ..., "query": "..."}'
     assert main(["annotate", "in.jsonl", "o.jsonl", "--judges", "gpt-9", "--models-file", "models.yaml"]) == 1
-    assert "unknown model 'gpt-9'" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert error.startswith("error: unknown model 'gpt-9' in --judges (models.yaml has: bow, scripted)")
+    assert "--models " not in error and len(error.strip().splitlines()) == 1
     server.on(text("m1"), Reply.error(400))
     assert run_annotate(project, server) == 1
     error = capsys.readouterr().err
@@ -219,42 +224,148 @@ def read_jsonl_lenient(path: Path) -> list[dict]:
     return rows
 
 
-# --- rerank-eval ------------------------------------------------------------------------------
+# --- zbench round trip ------------------------------------------------------------------------
+
+# zbench's DatasetPairScoredPairs, field by field: {"scored_pairs": [{"pair": {...}, three scores}]}
+PAIR_FIELDS = {"pair_id": str, "query_id": str, "query": str, "document_a": dict, "document_b": dict}
+DOCUMENT_FIELDS = {"document_id": str, "metadata": dict, "content": str}
+SCORE_FIELDS = ("openai_score", "gemini_score", "anthropic_score")
 
 
-def annotated(path: Path, queries: dict[str, dict[str, float]]) -> Path:
+def test_the_pairs_in_zbench_shape(project, server, capsys):
+    assert run_annotate(project, server, "--zbench-pairs", "ai_scores.json") == 0
+    scored = json.loads((project / "ai_scores.json").read_text())["scored_pairs"]
+    records = read_jsonl(project / "out.pairs.jsonl")
+    # one entry per matchup, as zbench lists them: 4 cycles of 6 and of 5 documents; a pair
+    # drawn again in the same order is judged once and listed each time it was drawn
+    assert len(scored) == 4 * 6 + 4 * 5 > len(records)
+    by_pair = {(r["query_id"], r["a"], r["b"]): r for r in records}
+    for entry in scored:
+        assert set(entry) == {"pair", *SCORE_FIELDS}
+        pair = entry["pair"]
+        assert {name: type(pair[name]) for name in PAIR_FIELDS} == PAIR_FIELDS
+        for side in ("document_a", "document_b"):
+            assert {name: type(pair[side][name]) for name in DOCUMENT_FIELDS} == DOCUMENT_FIELDS
+        a, b = pair["document_a"]["document_id"], pair["document_b"]["document_id"]
+        assert pair["pair_id"] == f"{pair['query_id']}-{a}-{b}" and pair["document_a"]["content"] == text(a)
+        assert pair["document_a"]["metadata"] == {"source": f"{a}.txt"}
+        record = by_pair[(pair["query_id"], a, b)]
+        # one judge fills zbench's three fields; the score is for the documents as listed
+        for name in SCORE_FIELDS:
+            assert entry[name] == {"thought": record["reasoning"], "score": record["score"]}
+        assert record["score"] == pytest.approx((LABELS[b] - LABELS[a]) / 3)
+    assert f"zbench pairs: {len(scored)} in ai_scores.json" in capsys.readouterr().out
+
+
+def test_zbench_pairs_leave_out_invalid_judgements_and_need_one_or_three_judges(project, server, capsys):
+    server.on(text("m4"), Reply.text("no idea"))
+    assert run_annotate(project, server, "--zbench-pairs", "ai_scores.json") == 0
+    scored = json.loads((project / "ai_scores.json").read_text())["scored_pairs"]
+    invalid = [r for r in read_jsonl(project / "out.pairs.jsonl") if not r["valid"]]
+    assert invalid and all(
+        "m4" not in (e["pair"]["document_a"]["document_id"], e["pair"]["document_b"]["document_id"]) for e in scored
+    )
+    # m4 takes part in two matchups of each of the 4 cycles
+    assert len(scored) == 4 * 6 + 4 * 5 - 2 * 4
+    assert "(8 left out: a judge gave no valid score)" in capsys.readouterr().out
+    assert run_annotate(project, server, "--judges", "scripted,bow", "--zbench-pairs", "two.json") == 1
+    error = capsys.readouterr().err.strip()
+    assert (
+        error == "error: --zbench-pairs: zbench's pairs file holds three judges' scores: give one judge or three, not 2"
+    )
+    assert not (project / "two.json").exists()
+
+
+def test_an_elo_annotation_records_its_scale_and_serves_as_ground_truth(project, server, capsys):
+    assert run_annotate(project, server, "--scale", "elo", output="elo.jsonl") == 0
+    assert run_annotate(project, server, output="z.jsonl") == 0
+    assert {line["zelo_scale"] for line in read_jsonl(project / "elo.jsonl")} == {"elo"}
+    assert {line["zelo_scale"] for line in read_jsonl(project / "z.jsonl")} == {"z"}
+    system = {q: {d: float(LABELS[d]) + 0.1 * i for i, d in enumerate(docs)} for q, (_, docs) in QUERIES.items()}
     lines = [
         {"query": {"id": q, "query": q}, "documents": [{"id": d, "content": d, "score": s} for d, s in docs.items()]}
-        for q, docs in queries.items()
+        for q, docs in system.items()
     ]
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return path
+    (project / "system.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    capsys.readouterr()
+    results = []
+    for truth in ("elo.jsonl", "z.jsonl"):
+        assert main(["rerank-eval", truth, "system.jsonl", "--k", "3"]) == 0
+        results.append(capsys.readouterr().out.splitlines()[2:])
+    assert results[0] == results[1]
 
 
-def test_rerank_eval_on_a_hand_computed_example(tmp_path, capsys):
-    truth = annotated(tmp_path / "gt.jsonl", {"q1": {"a": 2.0, "b": 1.0, "c": 0.0, "d": -1.0}, "q2": {"x": 1, "y": 0}})
-    system = annotated(tmp_path / "sys.jsonl", {"q1": {"a": 0.1, "b": 0.9, "c": 0.5, "d": 0.0}})
-    assert main(["rerank-eval", str(truth), str(system), "--k", "2"]) == 0
-    printed = capsys.readouterr().out.splitlines()
-    assert printed[0] == "queries: 1 (1 missing from " + str(system) + ", left out)"
-    found = {label.strip(): float(value) for label, value in (line.rsplit(None, 1) for line in printed[1:])}
-    # the system ranks b, c, a, d. NDCG@2 with gain exp(zELO): (e + 1/log2 3) / (e^2 + e/log2 3)
-    ndcg = (math.e + 1 / math.log2(3)) / (math.e**2 + math.e / math.log2(3))
-    assert found["NDCG@2 (exp gain)"] == pytest.approx(ndcg, abs=1e-4)
-    assert found["pairwise accuracy"] == pytest.approx(4 / 6, abs=1e-4)  # a<b, a<c wrong; 4 pairs right
-    assert found["recall@2 (k_gt 2)"] == 0.5  # top 2 {b, c} against the truth's {a, b}
-    assert found["Kendall tau-b"] == pytest.approx(1 / 3, abs=1e-4)  # (4 concordant - 2 discordant) / 6
+def test_mostly_invalid_judgements_exit_1_in_one_line_and_keep_the_files(project, server, capsys):
+    server.answer = "I would rather not say."
+    assert run_annotate(project, server) == 1
+    error = capsys.readouterr().err.strip().splitlines()
+    total = len(read_jsonl(project / "out.pairs.jsonl"))
+    assert error[-1] == (
+        f"error: {total} of {total} judgements are invalid, so the zELOs in {project / 'out.jsonl'} rest on too "
+        f"little: check the judge and its prompt (the reasons are in {project / 'out.pairs.jsonl'}, "
+        "kept with the output)"
+    )
+    assert all(line.startswith("note: query") for line in error[:-1])  # which queries fell apart
+    assert (project / "out.jsonl").exists()
 
 
-def test_rerank_eval_reports_missing_queries_and_linear_gains(tmp_path, capsys):
-    truth = annotated(tmp_path / "gt.jsonl", {"q1": {"a": 3, "b": 0, "c": 1}, "q2": {"x": 1, "y": 0}})
-    system = annotated(tmp_path / "sys.jsonl", {"q1": {"a": 0.9, "b": 0.1, "c": 0.5}})
-    assert main(["rerank-eval", str(truth), str(system), "--k", "2", "--gain", "linear", "--per-query"]) == 0
-    out = capsys.readouterr().out
-    assert "queries: 1 (1 missing from" in out
-    assert "q1\t1.0000\t1.0000\t1.0000\t1.0000" in out
-    negative = annotated(tmp_path / "neg.jsonl", {"q1": {"a": -1.0, "b": 0.0}})
-    assert main(["rerank-eval", str(negative), str(system), "--gain", "linear"]) == 1
+def test_documents_beyond_the_limit_are_left_out_and_said(project, server, capsys):
+    assert run_annotate(project, server, "--document-limit", "4") == 0
+    out = read_jsonl(project / "out.jsonl")
+    assert [[d["id"] for d in line["documents"]] for line in out] == [
+        ["m1", "m2", "m3", "m4"],
+        ["g1", "g2", "g3", "g4"],
+    ]
+    assert "note: 3 documents beyond --document-limit 4 were not judged" in capsys.readouterr().err
+
+
+# --- the command line from anywhere -----------------------------------------------------------
+
+
+def run_cli(cwd: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "plugin", *arguments]
+    return subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.slow
+def test_the_models_file_is_found_from_a_subfolder_and_named_when_missing(tmp_path, server):
+    project = tmp_path / "project"
+    deeper = project / "data" / "queries"
+    deeper.mkdir(parents=True)
+    (project / "benchmark").mkdir()
+    models_file(project / "benchmark" / "models.yaml", server)
+    dataset(deeper / "in.jsonl")
+    found = run_cli(deeper, "annotate", "in.jsonl", "out.jsonl", "--judges", "bow", "--no-progress")
+    assert found.returncode == 0, found.stderr
+    assert (deeper / "out.jsonl").exists() and (project / ".benchmark_cache").is_dir()
+    unknown = run_cli(deeper, "annotate", "in.jsonl", "o.jsonl", "--judges", "nosuch")
+    assert unknown.returncode == 1
+    assert unknown.stderr.startswith("error: unknown model 'nosuch' in --judges (")
+    assert "--models " not in unknown.stderr
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    dataset(outside / "in.jsonl")
+    missing = run_cli(outside, "annotate", "in.jsonl", "out.jsonl", "--judges", "bow")
+    assert missing.returncode == 1 and len(missing.stderr.strip().splitlines()) == 1
+    tried = [outside / "benchmark" / "models.yaml", tmp_path / "benchmark" / "models.yaml"]
+    assert all(str(path.resolve()) in missing.stderr for path in tried)
+    assert missing.stderr.strip().endswith("give the file with --models-file")
+    given = run_cli(
+        outside,
+        "annotate",
+        "in.jsonl",
+        "out.jsonl",
+        "--judges",
+        "bow",
+        "--models-file",
+        str(project / "benchmark" / "models.yaml"),
+        "--no-progress",
+    )
+    assert given.returncode == 0, given.stderr
+    absent = run_cli(outside, "annotate", "in.jsonl", "out.jsonl", "--models-file", "nope.yaml")
+    assert absent.stderr.strip() == "error: --models-file nope.yaml: file not found"
 
 
 # --- heatmap ----------------------------------------------------------------------------------

@@ -83,6 +83,22 @@ def test_bad_observations_are_refused():
 def test_the_elo_display():
     assert bradley_terry.elo(0.0) == 1000.0
     assert bradley_terry.elo(math.log(10.0)) == pytest.approx(1400.0)
+    assert bradley_terry.from_elo(1400.0) == pytest.approx(math.log(10.0))
+    assert bradley_terry.from_elo(bradley_terry.elo(-0.7)) == pytest.approx(-0.7)
+
+
+def test_a_fit_that_does_not_converge_raises():
+    observations = random_observations(2, n=6, count=20)
+    with pytest.raises(bradley_terry.FitError, match="did not converge after 1 iterations"):
+        bradley_terry.fit(6, observations, max_iterations=1)
+    bradley_terry.fit(6, observations)  # the same data, given the steps it needs
+
+
+def test_the_components_of_the_comparison_graph():
+    assert bradley_terry.components(4, []) == 4  # nothing compared: each item alone
+    assert bradley_terry.components(4, [(0, 1, 1.0), (2, 3, 0.0)]) == 2
+    assert bradley_terry.components(4, [(0, 1, 1.0), (2, 3, 0.0), (3, 1, 0.5)]) == 1
+    assert bradley_terry.components(5, [(0, 1, 1.0), (1, 2, 1.0), (2, 0, 1.0)]) == 3  # {0,1,2}, {3}, {4}
 
 
 def test_the_bootstrap_matches_refitting_every_resample_with_the_fit():

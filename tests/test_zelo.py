@@ -111,6 +111,15 @@ def test_vote_keeps_signs_and_mean_keeps_magnitudes():
     assert combine_scores([0.0, 0.5], "vote") == 0.5
 
 
+def test_zbench_vote_counts_a_score_of_exactly_zero_for_a():
+    # zbench: the share of members scoring above 0 is the probability that B wins
+    assert combine_scores([0.0, 0.5, -0.2], "zbench_vote") == pytest.approx(2 * (1 / 3) - 1)
+    assert combine_scores([0.0, 0.5, -0.2], "vote") == 0.0  # here 0 is half a vote each way
+    # without a member at exactly 0, the two rules agree
+    for scores in ([0.2, 0.9, -0.1], [-1.0, -0.3, 0.4], [0.1, 0.2, 0.3]):
+        assert combine_scores(scores, "zbench_vote") == pytest.approx(combine_scores(scores, "vote"))
+
+
 def test_an_ensemble_judgement_needs_a_majority_of_valid_members():
     valid, invalid = Judgement(0.5, calls=1), Judgement(None, invalid_reason="no score found", calls=2)
     two_of_three = combine_judgements([valid, invalid, Judgement(-0.5, calls=1)], ["a", "b", "c"], "vote")
@@ -170,6 +179,13 @@ def test_fleiss_kappa_on_the_textbook_example():
     assert metrics.fleiss_kappa([[2, 0], [0, 2]]) == pytest.approx(1.0)
 
 
+def test_a_perfect_order_scores_one_at_any_scale_of_the_zelos():
+    labels = {"a": 3, "b": 2, "c": 0}
+    for size in (1e-10, 1.0, 1e6):
+        found = zelo.ranking_metrics({"a": 3 * size, "b": 2 * size, "c": size}, labels, k=2, relevant_from=2)
+        assert found["ndcg@2"] == 1.0 and found["pairwise_accuracy"] == 1.0
+
+
 def test_ranking_breaks_ties_against_the_system_and_the_metrics_by_hand():
     labels = {"a": 3, "b": 0, "c": 2, "d": 1}
     scores = {"a": 1.0, "b": 0.5, "c": 0.5, "d": -1.0}
@@ -203,6 +219,7 @@ def test_a_judge_that_follows_the_labels_ranks_perfectly():
     details = perfect.details
     assert details["metrics"]["pairwise_accuracy"] == 1.0 and details["metrics"]["recall@5"] == 1.0
     assert details["position_consistency"] == 1.0 and details["invalid_answers"] == 0
+    assert details["components"] == 1
     zelos = details["zelo"]
     assert zelos["d1"] > zelos["d3"] > max(zelos["d4"], zelos["d6"]) > max(zelos["d2"], zelos["d5"])
     assert abs(sum(zelos.values())) < 1e-5
@@ -233,8 +250,26 @@ def test_invalid_answers_are_counted_and_never_votes():
     assert details["invalid_reasons"] == {"no score found": details["invalid_answers"]}
     assert details["zelo"]["d1"] == pytest.approx(0.0, abs=1e-9)  # never compared validly
     assert details["position_consistency"] is None  # one order only
+    # d1 was never compared validly: two components, d1 alone and the rest
+    assert details["components"] == 2
     nothing = zelo.score(case, battles_from(case, lambda a, b: Judgement(None, invalid_reason="empty answer")))
     assert not nothing.valid and nothing.score == 0.0
+    assert nothing.details["components"] == len(LABELS)
+
+
+def test_a_fit_that_does_not_converge_is_an_invalid_outcome(monkeypatch):
+    from plugin.stats import bradley_terry
+
+    case = make_case({d: f"text {d}" for d in LABELS}, LABELS)
+
+    def fit_briefly(n, observations, *args, **kwargs):
+        return original(n, observations, max_iterations=1)
+
+    original = bradley_terry.fit
+    monkeypatch.setattr(bradley_terry, "fit", fit_briefly)
+    outcome = zelo.score(case, battles_from(case, lambda a, b: Judgement((LABELS[b] - LABELS[a]) / 3)))
+    assert not outcome.valid and outcome.score == 0.0
+    assert outcome.details["invalid_reason"].startswith("Bradley-Terry fit did not converge after 1 iterations")
 
 
 # --- the similarity judges --------------------------------------------------------------------

@@ -5,11 +5,16 @@ Reads QueryDocuments JSONL and writes AnnotatedQueryDocuments JSONL: the same li
 beside the output (OUT.pairs.jsonl), with the judge's reasoning; run the same command again
 after an interruption and it resumes without judging anything twice.
 
+The models file is benchmark/models.yaml, found from the working directory upward, or the
+one given with --models-file. With more than half of the judgements invalid, the command
+exits 1 with one line; the output and the pairs file are still written.
+
 examples:
   python -m plugin annotate data/queries.jsonl data/queries_annotated.jsonl --judges judges
   python -m plugin annotate in.jsonl out.jsonl --judges gpt-4o-mini,claude-haiku,gemini-flash \\
       --cycles 4 --seed 0 --both-orders
   python -m plugin annotate in.jsonl out.jsonl --judges minilm      # offline, an embedder judge
+  python -m plugin annotate in.jsonl out.jsonl --zbench-pairs ai_scores.json   # for zbench's notebook
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ HELP = "zELO-annotate a zbench-format JSONL dataset (resumable)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from plugin.zelo.judges import COMBINE_RULES
+
     parser.add_argument("input", type=Path, help="QueryDocuments JSONL")
     parser.add_argument("output", type=Path, help="AnnotatedQueryDocuments JSONL to write")
     parser.add_argument(
@@ -34,18 +41,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--combine",
-        choices=("vote", "mean"),
+        choices=COMBINE_RULES,
         default=None,
-        help="how several judges combine (default: an ensemble's own rule, else vote)",
+        help="how several judges combine: vote (signs, 0 a tie), zbench_vote (zbench's: 0 a vote for A) "
+        "or mean (default: an ensemble's own rule, else vote)",
     )
     parser.add_argument("--cycles", type=int, default=4, help="random cycles per query (default 4)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the cycles and position swaps (default 0)")
     parser.add_argument("--both-orders", action="store_true", help="judge each pair in both orders")
     parser.add_argument("--prompt", type=Path, default=None, help="a file holding the judge instruction")
     parser.add_argument("--scale", choices=("z", "elo"), default="z", help="scores as natural-log zELO or Elo")
-    parser.add_argument("--document-limit", type=int, default=None, help="use only the first N documents per query")
+    parser.add_argument(
+        "--document-limit",
+        type=int,
+        default=None,
+        help="judge only the first N documents per query; the others are left out of the output",
+    )
     parser.add_argument("--pairs", type=Path, default=None, help="the pairs file (default OUT.pairs.jsonl)")
-    parser.add_argument("--models-file", type=Path, default=Path("benchmark/models.yaml"))
+    parser.add_argument(
+        "--zbench-pairs",
+        type=Path,
+        default=None,
+        metavar="AI_SCORES_JSON",
+        help="also write the judgements in zbench's ai_scores.json shape (one or three judges)",
+    )
+    parser.add_argument(
+        "--models-file",
+        type=Path,
+        default=None,
+        help="the models file (default: benchmark/models.yaml, looked for from here upward)",
+    )
     parser.add_argument("--no-response-cache", action="store_true", help="ask the models again")
     progress = parser.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_true", default=None, help="always show it")
@@ -54,7 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from plugin.cache import set_cache_dir
-    from plugin.cli import CommandError, load_dotenv
+    from plugin.cli import CommandError, load_dotenv, locate
     from plugin.models import aio
     from plugin.models.client import ModelError
     from plugin.models.registry import Registry
@@ -66,8 +91,13 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("--cycles must be at least 1")
     if args.document_limit is not None and args.document_limit < 2:
         raise CommandError("--document-limit must be at least 2")
-    load_dotenv(Path.cwd())
-    set_cache_dir(Path.cwd() / ".benchmark_cache")
+    try:
+        models_file = locate.models_file(args.models_file)
+    except locate.NotFound as error:
+        raise CommandError(str(error)) from None
+    root = locate.project_root(models_file)
+    load_dotenv(root)
+    set_cache_dir(root / ".benchmark_cache")
     try:
         items = zbench_format.read(args.input)
     except zbench_format.DatasetError as error:
@@ -79,7 +109,14 @@ def run(args: argparse.Namespace) -> int:
         except OSError as error:
             raise CommandError(f"{args.prompt}: cannot read ({error.strerror})") from None
     registry = Registry(use_cache=not args.no_response_cache)
-    judges, combine = _judges(args, registry)
+    wanted = list(dict.fromkeys(j.strip() for j in args.judges.split(",") if j.strip()))
+    try:
+        judges, combine = annotate.load_judges(models_file, wanted, registry, args.combine)
+        if args.zbench_pairs is not None:
+            annotate.check_zbench_judges(len(judges), flag="--zbench-pairs")
+    except annotate.AnnotateError as error:
+        registry.close()
+        raise CommandError(str(error)) from None
     settings = annotate.Settings(
         cycles=args.cycles,
         seed=args.seed,
@@ -102,59 +139,59 @@ def run(args: argparse.Namespace) -> int:
     usage = Usage()
     token = current_usage.set(usage)
     try:
-        summary = annotate.annotate(items, args.output, judges, settings, progress=progress, pairs=pairs)
+        summary = annotate.annotate(
+            items, args.output, judges, settings, progress=progress, pairs=pairs, zbench_pairs=args.zbench_pairs
+        )
     except ModelError as error:
         raise CommandError(f"{error}; the judgements made so far are in {pairs}: run again to resume") from None
+    except annotate.AnnotateError as error:
+        raise CommandError(str(error)) from None
     finally:
         current_usage.reset(token)
         for bar in bars:
             bar.close()
         registry.close()
         aio.close()
+    _print_summary(args, summary, pairs, usage)
+    if summary.mostly_invalid:
+        raise CommandError(
+            f"{summary.invalid} of {summary.judgements} judgements are invalid, so the zELOs in {args.output} "
+            f"rest on too little: check the judge and its prompt (the reasons are in {pairs}, kept with the output)"
+        )
+    return 0
+
+
+def _print_summary(args: argparse.Namespace, summary: Any, pairs: Path, usage: Any) -> None:
     for problem in summary.problems:
         print(f"note: {problem}", file=sys.stderr)
+    if summary.left_out_documents:
+        print(
+            f"note: {summary.left_out_documents} documents beyond --document-limit {args.document_limit} "
+            "were not judged and are left out of the output",
+            file=sys.stderr,
+        )
+    for query, parts in summary.split_queries.items():
+        print(
+            f"note: query {query}: the valid judgements link its documents in {parts} separate groups; "
+            "zELOs of different groups are on unrelated scales",
+            file=sys.stderr,
+        )
     units = "Elo" if args.scale == "elo" else "natural-log zELO"
     print(f"annotated {summary.queries} queries into {args.output} ({units} in each document's score)")
     print(
         f"judgements: {summary.judgements} ({summary.made} made now, {summary.resumed} resumed from {pairs}), "
         f"{summary.invalid} invalid"
     )
+    if args.zbench_pairs is not None:
+        skipped = f" ({summary.zbench_pairs_skipped} left out: a judge gave no valid score)"
+        print(
+            f"zbench pairs: {summary.zbench_pairs} in {args.zbench_pairs}"
+            + (skipped if summary.zbench_pairs_skipped else "")
+        )
     tokens = usage.prompt_tokens + usage.completion_tokens
     print(f"model calls: {usage.calls} ({usage.cached_calls} from the response cache), {tokens} tokens")
-    return 0
 
 
 def _hidden(args: argparse.Namespace) -> bool | None:
     # None: tqdm decides, showing the bar only on a terminal (and, with delay, on long runs)
     return None if args.progress is None else not args.progress
-
-
-def _judges(args: argparse.Namespace, registry: Any) -> tuple[list[Any], Any]:
-    from plugin.cli import CommandError
-    from plugin.models.client import ModelError
-    from plugin.models.spec import ModelsFileError, load_models, select_models
-    from plugin.zelo.annotate import JudgeModel
-
-    wanted = list(dict.fromkeys(j.strip() for j in args.judges.split(",") if j.strip()))
-    if not wanted:
-        raise CommandError("--judges names no model")
-    try:
-        chosen = select_models(load_models(args.models_file), wanted)
-    except ModelsFileError as error:
-        raise CommandError(str(error)) from None
-    for model_id, reason in chosen.left_out.items():
-        raise CommandError(f"judge {model_id} is not available: {reason}")
-    specs = {spec.id: spec for spec in chosen.available}
-    judges: dict[str, JudgeModel] = {}
-    rules = []
-    try:
-        for model_id in wanted:
-            spec = specs[model_id]
-            if spec.ensemble is not None:
-                rules.append(spec.combine)
-            for member in spec.members if spec.ensemble is not None else [spec]:
-                judges[member.id] = JudgeModel(member.id, registry.build(member), member.output_fingerprint())
-    except ModelError as error:
-        raise CommandError(str(error)) from None
-    combine = args.combine or (rules[0] if len(wanted) == 1 and rules else "vote")
-    return list(judges.values()), combine

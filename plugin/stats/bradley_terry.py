@@ -12,7 +12,12 @@ likelihood estimate then diverges) and fixes the scale's origin; the result is c
 mean 0 all the same.
 
 Strengths are in natural-log units (zbench's zELO). `elo()` gives Chatbot Arena's display,
-1000 + 400 * z / ln 10. numpy and scipy are imported only when a fit runs.
+1000 + 400 * z / ln 10, and `from_elo()` undoes it. numpy and scipy are imported only when a
+fit runs.
+
+Strengths compare only within a connected component of the comparison graph (items linked by
+observations): the likelihood says nothing about how one component stands against another, so
+the ridge prior alone puts each component's mean near 0. `components()` counts them.
 """
 
 from __future__ import annotations
@@ -29,13 +34,46 @@ if TYPE_CHECKING:
 # enough to keep a document that won every battle finite.
 RIDGE = 0.01
 BOOTSTRAP_SAMPLES = 200
+# A fit is converged when no component of the objective's gradient exceeds this. scipy's own
+# `success` is not enough: asked for a gradient of 1e-10, trust-exact can stop at 1e-12 with
+# "a bad approximation caused failure to predict improvement", which is a converged fit.
+CONVERGED_GRADIENT = 1e-6
 
 Observation = tuple[int, int, float]  # (a, b, share of the win that went to b)
+
+
+class FitError(RuntimeError):
+    """The optimiser stopped without meeting its convergence test."""
 
 
 def elo(z: float) -> float:
     """The Elo display of a natural-log strength."""
     return 1000.0 + 400.0 * z / math.log(10.0)
+
+
+def from_elo(rating: float) -> float:
+    """The natural-log strength of an Elo display: the inverse of `elo`."""
+    return (rating - 1000.0) * math.log(10.0) / 400.0
+
+
+def components(n: int, observations: Sequence[Observation]) -> int:
+    """The number of connected components of the comparison graph of `n` items: an item never
+    compared is a component of its own."""
+    parent = list(range(n))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    count = n
+    for a, b, _ in observations:
+        ra, rb = root(a), root(b)
+        if ra != rb:
+            parent[ra] = rb
+            count -= 1
+    return count
 
 
 def negative_log_posterior(
@@ -81,8 +119,12 @@ def fit(
     ridge: float = RIDGE,
     weights: Sequence[float] | None = None,
     start: Sequence[float] | None = None,
+    max_iterations: int = 1000,
 ) -> list[float]:
-    """The strengths of `n` items, centred to mean 0. Items never compared stay at 0."""
+    """The strengths of `n` items, centred to mean 0. Items never compared stay at 0.
+
+    Raises FitError when the optimiser stops short of its convergence test: a strength that
+    has not converged is never returned as if it had."""
     import numpy as np
     from scipy.optimize import minimize
 
@@ -110,8 +152,16 @@ def fit(
         jac=True,
         hess=hessian,
         method="trust-exact",
-        options={"gtol": 1e-10, "maxiter": 1000},
+        options={"gtol": 1e-10, "maxiter": max_iterations},
     )
+    if not result.success:
+        _, gradient = negative_log_posterior(result.x, a, b, p, weight, ridge)
+        largest = float(np.max(np.abs(gradient)))
+        if largest > CONVERGED_GRADIENT:
+            raise FitError(
+                f"Bradley-Terry fit did not converge after {result.nit} iterations "
+                f"(gradient {largest:.1e}: {result.message})"
+            )
     z = np.asarray(result.x, dtype=float)
     z -= z.mean()
     return [float(v) for v in z]

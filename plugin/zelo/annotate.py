@@ -10,8 +10,12 @@ is made, with the judge's reasoning, so that
   output fingerprint and the prompt: a changed document is judged anew);
 - a person can read why each document ranked where it did.
 
-Several judges are combined per matchup by `vote` or `mean`, as an ensemble is. Bradley–Terry
-then gives each document its zELO, written as `score` on each document of the output.
+Several judges are combined per matchup by `vote`, `zbench_vote` or `mean`, as an ensemble is.
+Bradley–Terry then gives each document its zELO, written as `score` on each document of the
+output, with the unit recorded on the line (`zelo_scale`). Documents beyond `document_limit`
+are never judged and are left out of the output (zbench's reader needs a number on every
+document, and no number would be honest). The judgements can also be written in zbench's
+`ai_scores.json` shape.
 """
 
 from __future__ import annotations
@@ -29,10 +33,14 @@ from plugin.stats import bradley_terry
 from plugin.store import ends_torn, read_jsonl
 from plugin.zelo import battles as zelo
 from plugin.zelo import zbench_format
-from plugin.zelo.judges import Combine, Judgement, combine_judgements, judge_for
+from plugin.zelo.judges import COMBINE_RULES, Combine, Judgement, combine_judgements, judge_for
 
 # Queries whose judgements are in flight at once; the models' own limits bound the requests.
 QUERIES_AT_ONCE = 8
+
+
+class AnnotateError(Exception):
+    """A problem to report in one line: the judges cannot be chosen, or a fit failed."""
 
 
 def pairs_path(output: Path) -> Path:
@@ -70,6 +78,16 @@ class Summary:
     made: int = 0  # made by this run
     invalid: int = 0
     problems: list[str] = field(default_factory=list)  # unreadable lines of the pairs file
+    left_out_documents: int = 0  # beyond the document limit: not judged, not in the output
+    # queries whose comparison graph falls apart (invalid judgements), -> components
+    split_queries: dict[str, int] = field(default_factory=dict)
+    zbench_pairs: int = 0  # pairs written to the ai_scores.json file
+    zbench_pairs_skipped: int = 0  # left out of it: a judge gave no valid score
+
+    @property
+    def mostly_invalid(self) -> bool:
+        """More than half of the judgements are invalid: the zELOs rest on too little."""
+        return self.judgements > 0 and 2 * self.invalid > self.judgements
 
 
 class PairLog:
@@ -150,8 +168,10 @@ def annotate(
     settings: Settings,
     progress: Callable[[int, int], Any] | None = None,
     pairs: Path | None = None,
+    zbench_pairs: Path | None = None,
 ) -> Summary:
-    """Judge what the pairs file does not hold yet, then write the annotated dataset.
+    """Judge what the pairs file does not hold yet, then write the annotated dataset (and,
+    with `zbench_pairs`, the judgements in zbench's ai_scores.json shape).
 
     `progress(total, done)` is called once with the work to do and returns a callable that
     is called with 1 after each judgement (a tqdm bar's `update`, say).
@@ -168,9 +188,15 @@ def annotate(
     for start in range(0, len(planned), QUERIES_AT_ONCE):
         batch = planned[start : start + QUERIES_AT_ONCE]
         aio.run(_judge_batch(batch, judges, settings, records, log, summary, tick))
-    annotated = [compose(p, judges, settings, records) for p in planned]
+    annotated = [compose(p, judges, settings, records, summary) for p in planned]
     zbench_format.write(output, annotated)
     summary.invalid = sum(1 for p in planned for key in p.keys.values() if not records[key].get("valid"))
+    summary.left_out_documents = sum(len(p.item.document_ids) - len(p.ids) for p in planned)
+    if zbench_pairs is not None:
+        scored = [entry for p in planned for entry in zbench_scored_pairs(p, judges, records)]
+        summary.zbench_pairs = sum(1 for entry in scored if entry is not None)
+        summary.zbench_pairs_skipped = len(scored) - summary.zbench_pairs
+        zbench_format.write_scored_pairs(zbench_pairs, [entry for entry in scored if entry is not None])
     return summary
 
 
@@ -222,8 +248,15 @@ async def _judge_batch(
         raise zelo.first_error(failed) from None
 
 
-def compose(p: _Planned, judges: Sequence[JudgeModel], settings: Settings, records: dict[str, Any]) -> dict[str, Any]:
-    """The annotated line: the judges combined per matchup, Bradley–Terry, a score per document."""
+def compose(
+    p: _Planned,
+    judges: Sequence[JudgeModel],
+    settings: Settings,
+    records: dict[str, Any],
+    summary: Summary | None = None,
+) -> dict[str, Any]:
+    """The annotated line: the judges combined per matchup, Bradley–Terry, a score per document
+    and the scale on the line."""
     observations = []
     for matchup in p.matchups:
         a, b = matchup.shown
@@ -232,7 +265,13 @@ def compose(p: _Planned, judges: Sequence[JudgeModel], settings: Settings, recor
         if combined.score is not None:
             score = -combined.score if matchup.swapped else combined.score
             observations.append((matchup.a, matchup.b, (1.0 + score) / 2.0))
-    z = bradley_terry.fit(len(p.ids), observations)
+    try:
+        z = bradley_terry.fit(len(p.ids), observations)
+    except bradley_terry.FitError as error:
+        raise AnnotateError(f"query {p.item.id!r}: {error}") from None
+    parts = bradley_terry.components(len(p.ids), observations)
+    if parts > 1 and summary is not None:
+        summary.split_queries[p.item.id] = parts
     strengths = dict(zip(p.ids, z, strict=True))
     raw = dict(p.item.raw)
     documents = []
@@ -242,7 +281,58 @@ def compose(p: _Planned, judges: Sequence[JudgeModel], settings: Settings, recor
             shown = bradley_terry.elo(value) if settings.scale == "elo" else value
             documents.append({**document, "score": round(shown, 6)})
     raw["documents"] = documents
+    raw[zbench_format.SCALE_FIELD] = settings.scale
     return raw
+
+
+def zbench_scored_pairs(
+    p: _Planned, judges: Sequence[JudgeModel], records: dict[str, Any]
+) -> list[dict[str, Any] | None]:
+    """One query's judgements as zbench's scored pairs, documents as shown (score > 0: B is
+    more relevant). zbench holds three judges' scores per pair: three judges fill them in order,
+    one judge fills all three. A pair that a judge did not score validly is None: zbench would
+    read a missing score as 0, a vote for A."""
+    slots = check_zbench_judges(len(judges))
+    documents = {str(d["id"]): d for d in p.item.documents}
+    entries: list[dict[str, Any] | None] = []
+    for matchup in p.matchups:
+        a, b = matchup.shown
+        found = [records[p.keys[(a, b, judge.id)]] for judge in judges]
+        if any(r.get("score") is None for r in found):
+            entries.append(None)
+            continue
+        first, second = documents[p.ids[a]], documents[p.ids[b]]
+        pair = {
+            "pair_id": f"{p.item.id}-{first['id']}-{second['id']}",
+            "query_id": p.item.id,
+            "query": p.item.text,
+            "document_a": _pair_document(first),
+            "document_b": _pair_document(second),
+        }
+        scores = {
+            name: {"thought": str(found[slot].get("reasoning") or ""), "score": float(found[slot]["score"])}
+            for name, slot in zip(zbench_format.SCORE_FIELDS, slots, strict=True)
+        }
+        entries.append({"pair": pair, **scores})
+    return entries
+
+
+def check_zbench_judges(count: int, flag: str = "zbench pairs") -> tuple[int, int, int]:
+    """Which judge fills each of zbench's three score fields."""
+    if count == 1:
+        return (0, 0, 0)
+    if count == 3:
+        return (0, 1, 2)
+    raise AnnotateError(f"{flag}: zbench's pairs file holds three judges' scores: give one judge or three, not {count}")
+
+
+def _pair_document(document: dict[str, Any]) -> dict[str, Any]:
+    metadata = document.get("metadata")
+    return {
+        "document_id": str(document["id"]),
+        "metadata": metadata if isinstance(metadata, dict) else {},
+        "content": str(document["content"]),
+    }
 
 
 def _judgement(record: dict[str, Any]) -> Judgement:
@@ -259,3 +349,43 @@ def battles_of(pairs: Path, query_id: str) -> list[tuple[str, str, float]]:
         for r in records.values()
         if str(r.get("query_id")) == query_id and r.get("valid") and r.get("score") is not None
     ]
+
+
+def load_judges(
+    models_file: Path, wanted: Sequence[str], registry: Any, combine: Combine | None, flag: str = "--judges"
+) -> tuple[list[JudgeModel], Combine]:
+    """The judges named (model ids of the models file; an ensemble gives its members) and the
+    rule that combines them: the one asked for, else a lone ensemble's own, else vote. Problems
+    are AnnotateError lines naming `flag`."""
+    from plugin.models.client import ModelError
+    from plugin.models.spec import ModelsFileError, load_models, select_models
+
+    if not wanted:
+        raise AnnotateError(f"{flag} names no model")
+    try:
+        specs = load_models(models_file)
+    except ModelsFileError as error:
+        raise AnnotateError(f"{models_file}: {str(error).split(': ', 1)[-1]}") from None
+    known = {s.id for s in specs}
+    unknown = [w for w in wanted if w not in known]
+    if unknown:
+        raise AnnotateError(f"unknown model '{unknown[0]}' in {flag} ({models_file} has: {', '.join(sorted(known))})")
+    chosen = select_models(specs, list(wanted))
+    for model_id, reason in chosen.left_out.items():
+        raise AnnotateError(f"{flag}: judge {model_id} is not available: {reason}")
+    by_id = {spec.id: spec for spec in chosen.available}
+    judges: dict[str, JudgeModel] = {}
+    rules: list[Combine] = []
+    try:
+        for model_id in wanted:
+            spec = by_id[model_id]
+            if spec.ensemble is not None:
+                rules.append(spec.combine)
+            for member in spec.members if spec.ensemble is not None else [spec]:
+                judges[member.id] = JudgeModel(member.id, registry.build(member), member.output_fingerprint())
+    except ModelError as error:
+        raise AnnotateError(str(error)) from None
+    rule: Combine = combine or (rules[0] if len(wanted) == 1 and rules else "vote")
+    if rule not in COMBINE_RULES:
+        raise AnnotateError(f"unknown combine rule {rule!r} ({', '.join(COMBINE_RULES)})")
+    return list(judges.values()), rule

@@ -29,12 +29,17 @@ from plugin.stats import bradley_terry, metrics
 from plugin.zelo.judges import CaseJudge, Judgement, judge_for, sign
 
 # Bump when scoring changes: every stored result of this family is then recomputed.
-SCORING_VERSION = 1
+# 2: ties found relative to the score range (not by rounding); the comparison graph's
+#    components in the details; a fit that does not converge is an invalid outcome.
+SCORING_VERSION = 2
 
 DEFAULT_CYCLES = 4
 DEFAULT_K = 5
 # recall@k counts the documents labelled at least this as the ones to find.
 DEFAULT_RELEVANT_FROM = 2
+# Fitted zELOs closer than this share of their range are a tie: the optimiser's own noise
+# must not decide an order that the judgements leave open.
+FIT_TIE_TOLERANCE = 1e-9
 
 Grade = Annotated[int, Field(ge=0, le=3)]
 
@@ -264,30 +269,54 @@ def _round(x: float | None, digits: int = 6) -> float | None:
     return None if x is None else round(float(x), digits)
 
 
-def ranking(scores: Mapping[str, float], labels: Mapping[str, float]) -> list[str]:
-    """Ids best first. Equal scores (to 1e-9) are broken against the system: the lower label
-    first, so a judge earns nothing from documents it cannot tell apart."""
-    return sorted(scores, key=lambda i: (-round(scores[i], 9), labels[i], i))
+def tie_keys(scores: Mapping[str, float], tolerance: float = 0.0) -> dict[str, float]:
+    """Each id's score, with scores that tie replaced by one value (the highest of the group).
+
+    With `tolerance` 0, ties are exact equality. Otherwise scores tie when they lie within
+    `tolerance` x (max - min) of the highest score of their group, walking from the top: the
+    test depends on the scores' spread, never on their absolute size, so scores x 1e6 or x 1e-6
+    give the same ties."""
+    if not scores:
+        return {}
+    values = sorted(set(scores.values()), reverse=True)
+    width = tolerance * (values[0] - values[-1])
+    representative: dict[float, float] = {}
+    top = values[0]
+    for value in values:
+        if top - value > width:
+            top = value
+        representative[value] = top
+    return {i: representative[v] for i, v in scores.items()}
 
 
-def ranking_metrics(scores: dict[str, float], labels: dict[str, int], k: int, relevant_from: int) -> dict[str, Any]:
-    """nDCG@k (linear gain = label), pairwise accuracy, Kendall's tau-b and recall@k."""
-    ranked = ranking(scores, labels)
+def ranking(scores: Mapping[str, float], labels: Mapping[str, float], tolerance: float = 0.0) -> list[str]:
+    """Ids best first. Tied scores (see `tie_keys`) are broken against the system: the lower
+    label first, so a judge earns nothing from documents it cannot tell apart."""
+    keys = tie_keys(scores, tolerance)
+    return sorted(scores, key=lambda i: (-keys[i], labels[i], i))
+
+
+def ranking_metrics(
+    scores: dict[str, float], labels: dict[str, int], k: int, relevant_from: int, tolerance: float = FIT_TIE_TOLERANCE
+) -> dict[str, Any]:
+    """nDCG@k (linear gain = label), pairwise accuracy, Kendall's tau-b and recall@k; scores
+    within `tolerance` of the range tie."""
+    ranked = ranking(scores, labels, tolerance)
     ids = sorted(labels)
-    rounded = {i: round(scores[i], 9) for i in ids}
+    keys = tie_keys({i: scores[i] for i in ids}, tolerance)
     relevant = {i: float(labels[i] >= relevant_from) for i in ids}
     return {
         f"ndcg@{k}": _round(metrics.ndcg_at_k(ranked, labels, k)),
-        "pairwise_accuracy": _round(metrics.pairwise_accuracy(rounded, labels)),
-        "kendall_tau_b": _round(metrics.kendall_tau_b([rounded[i] for i in ids], [labels[i] for i in ids])),
+        "pairwise_accuracy": _round(metrics.pairwise_accuracy(keys, labels)),
+        "kendall_tau_b": _round(metrics.kendall_tau_b([keys[i] for i in ids], [labels[i] for i in ids])),
         f"recall@{k}": _round(metrics.recall_at_k(ranked, relevant, k)),
     }
 
 
 def score(case: Any, battles: Battles, samples: int = bradley_terry.BOOTSTRAP_SAMPLES) -> Outcome:
     """Fit the zELOs, then score their ranking against the case's labels. The row's score is
-    nDCG@k; the other metrics, the zELOs with bootstrap intervals and every battle go in the
-    details."""
+    nDCG@k; the other metrics, the zELOs with bootstrap intervals, the number of components of
+    the comparison graph and every battle go in the details."""
     expected: ZeloExpected = case.expected
     ids = battles.ids
     labels = {i: expected.relevance[i] for i in ids}
@@ -309,13 +338,21 @@ def score(case: Any, battles: Battles, samples: int = bradley_terry.BOOTSTRAP_SA
     if agreement is not None:
         details["agreement"] = agreement
     groups = observation_groups(battles)
+    observations = [o for g in groups for o in g]
+    # zELOs of different components are on unrelated scales: their order means nothing.
+    details["components"] = bradley_terry.components(len(ids), observations)
     if not groups:
         return Outcome.invalid("no valid judgement", **details)
-    z = bradley_terry.fit(len(ids), [o for g in groups for o in g])
+    try:
+        z = bradley_terry.fit(len(ids), observations)
+        fits = bradley_terry.bootstrap(len(ids), groups, samples=samples, seed=case.input.seed)
+    except bradley_terry.FitError as error:
+        return Outcome.invalid(str(error), **details)
     zelo = dict(zip(ids, z, strict=True))
     found = ranking_metrics(zelo, labels, k, expected.relevant_from)
-    fits = bradley_terry.bootstrap(len(ids), groups, samples=samples, seed=case.input.seed)
-    ndcgs = [metrics.ndcg_at_k(ranking(dict(zip(ids, f, strict=True)), labels), labels, k) for f in fits]
+    ndcgs = [
+        metrics.ndcg_at_k(ranking(dict(zip(ids, f, strict=True)), labels, FIT_TIE_TOLERANCE), labels, k) for f in fits
+    ]
     intervals = [bradley_terry.percentile_interval([f[i] for f in fits]) for i in range(len(ids))]
     details.update(
         metrics=found,

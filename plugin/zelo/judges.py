@@ -7,9 +7,15 @@ is more relevant, positive means document B is. Three kinds:
   JSON object with a `score`, or a tagged line `SCORE: <number>`. A malformed answer is asked
   again once, in a real second request that says what was wrong; if that fails too, the
   judgement is invalid. It is never turned into a vote;
-- an ensemble of judges, combined by `vote` (the mean of the signs, zbench's rule) or `mean`
-  (the mean of the scores, that is the mean of (1 + score) / 2 as the probability that B
-  wins). A judgement needs valid answers from a majority of the members;
+- an ensemble of judges, combined by
+  - `vote`: the mean of the members' signs, a score of exactly 0 counting as a tie (half a
+    vote each way);
+  - `zbench_vote`: zbench's own rule, the share of members whose score is above 0 as the
+    probability that B wins, so a score of exactly 0 is a vote for A. It equals `vote`
+    whenever no member answers exactly 0;
+  - `mean`: the mean of the scores, that is the mean of (1 + score) / 2 as the probability
+    that B wins.
+  A judgement needs valid answers from a majority of the members;
 - a similarity judge (an embedder or BM25): similarity(query, B) - similarity(query, A), from
   one batched call per case.
 
@@ -26,7 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-Combine = Literal["vote", "mean"]
+Combine = Literal["vote", "zbench_vote", "mean"]
+COMBINE_RULES: tuple[Combine, ...] = ("vote", "zbench_vote", "mean")
 
 # Used by the command line when no prompt is given; the benchmark's prompts live in its YAML.
 DEFAULT_INSTRUCTION = (
@@ -269,9 +276,12 @@ def combine_judgements(results: list[Judgement], ids: list[str], how: Combine) -
 def combine_scores(scores: Sequence[float], how: Combine) -> float:
     if how == "vote":
         return sum(sign(s) for s in scores) / len(scores)
+    if how == "zbench_vote":
+        # the share of votes for B, p in [0, 1], as a score 2p - 1 in [-1, 1]
+        return 2.0 * sum(1 for s in scores if s > 0) / len(scores) - 1.0
     if how == "mean":
         return sum(scores) / len(scores)
-    raise ValueError(f"unknown combine rule {how!r} (vote or mean)")
+    raise ValueError(f"unknown combine rule {how!r} ({', '.join(COMBINE_RULES)})")
 
 
 def sign(x: float) -> float:

@@ -1,0 +1,45 @@
+"""Finding the project's files from any working directory inside it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+MODELS_FILE = Path("benchmark/models.yaml")
+
+
+class NotFound(Exception):
+    """No such file; the message names every path tried."""
+
+
+def find_upward(relative: Path, start: Path) -> Path:
+    """`start/relative`, else the same under each folder above `start`: the first that exists.
+    NotFound names the paths tried."""
+    tried: list[Path] = []
+    for folder in [start, *start.parents]:
+        candidate = folder / relative
+        if candidate.is_file():
+            return candidate
+        tried.append(candidate)
+    raise NotFound(f"no {relative} here or in a folder above (tried {', '.join(str(p) for p in tried)})")
+
+
+def models_file(given: Path | None, start: Path | None = None) -> Path:
+    """The models file: the one given with --models-file, else benchmark/models.yaml found from
+    the working directory upward."""
+    if given is not None:
+        if not given.is_file():
+            raise NotFound(f"--models-file {given}: file not found")
+        return given
+    try:
+        return find_upward(MODELS_FILE, (start or Path.cwd()).resolve())
+    except NotFound as error:
+        raise NotFound(f"{error}; give the file with --models-file") from None
+
+
+def project_root(models: Path) -> Path:
+    """The folder holding benchmark/ when the models file is benchmark/models.yaml, else the
+    working directory: where .env and .benchmark_cache live."""
+    models = models.resolve()
+    if models.parent.name == MODELS_FILE.parent.name:
+        return models.parent.parent
+    return Path.cwd()
