@@ -263,13 +263,14 @@ def expand_case(
             continue
         if errors:
             continue  # keep looking for errors, but build nothing
+        fields = dict(validated)  # the schema's fields, as validated (a schema is any BaseModel)
         expanded.append(
             Case(
                 family=family,
                 name=name,
                 choices=choices,
-                input=validated.input,
-                expected=validated.expected,
+                input=fields["input"],
+                expected=fields["expected"],
                 raw=content,
                 file=file,
                 metadata=metadata,
@@ -314,13 +315,11 @@ def _kind(value: Any) -> str:
     if isinstance(value, int | float):
         return "a number to YAML"
     if value is None:
-        return "null to YAML"
+        return "null (no value) to YAML"
     return f"a {type(value).__name__} to YAML"
 
 
-def _located(
-    error: ValidationError, choices: dict[str, str], variant_fields: set[str], skip: list[str]
-) -> list[str]:
+def _located(error: ValidationError, choices: dict[str, str], variant_fields: set[str], skip: list[str]) -> list[str]:
     """Pydantic's errors with the variant in the path where they lie inside one
     (`input.fragments.long.0`), leaving out fields already reported missing."""
     lines = []
