@@ -135,7 +135,7 @@ Entry = tuple[str | None, dict[str, Any] | None, Problem | None]  # (family, raw
 
 def _read_file(path: Path, rel: str, known: set[str]) -> list[Entry]:
     entries = list(_entries(path, rel, known))
-    if not entries:  # only anchors, or only empty lists: nothing would run, and nothing say so
+    if not entries:  # only anchors, or only empty lists: nothing would run, and nothing would say why
         return [(None, None, Problem(rel, None, "no cases (every family's list is empty)"))]
     return entries
 

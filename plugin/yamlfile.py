@@ -79,6 +79,14 @@ def read_yaml(path: Path) -> Any:
         if isinstance(error, yaml.constructor.ConstructorError) and reason.startswith("duplicate key"):
             raise YamlFileError(f"{where}{reason}") from None
         raise YamlFileError(f"{where}YAML syntax error: {reason}") from None
+    except yaml.reader.ReaderError as error:  # a control character: valid UTF-8, but not YAML
+        offset = error.position if _BASE_LOADER is not yaml.SafeLoader else len(text[: error.position].encode())
+        code = error.character if isinstance(error.character, int) else ord(error.character)
+        line = data.count(b"\n", 0, offset) + 1
+        raise YamlFileError(
+            f"line {line}: YAML allows no character #x{code:04x} "
+            f"(byte offset {offset}; {error.reason})"
+        ) from None
     except yaml.YAMLError as error:
         raise YamlFileError(f"YAML syntax error: {str(error).splitlines()[0]}") from None
     except RecursionError:

@@ -254,6 +254,10 @@ def test_prompt_variants_collapse_for_models_that_read_no_prompt(tmp_path):
             "toy:\n  - case: 12\n    input: {}\n    expected: {}\n",
             "x_data.yaml: case '#1': the case name 12 is a number",
         ),
+        (
+            "toy:\n  - case: a\x07\n",
+            "x_data.yaml: file: line 2: YAML allows no character #x0007 (byte offset 16; control characters",
+        ),
         ("", "x_data.yaml: file: the file is empty (no cases)"),
         ("toy: []\n", "x_data.yaml: file: no cases (every family's list is empty)"),
         (
