@@ -30,6 +30,10 @@ class YamlFileError(Exception):
     """The file cannot be read as YAML; the message is one line, e.g. `line 3: ...`."""
 
 
+class DuplicateKeyError(yaml.MarkedYAMLError):
+    """A mapping gives a key it already has."""
+
+
 class StrictLoader(_BASE_LOADER):  # type: ignore[misc]
     """The safe loader, refusing a key that a mapping already has."""
 
@@ -45,9 +49,7 @@ class StrictLoader(_BASE_LOADER):  # type: ignore[misc]
                 except TypeError:
                     continue  # an unhashable key: the base class says so
                 if first is not key_node:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, _duplicate(key_node, first), key_node.start_mark
-                    )
+                    raise DuplicateKeyError(None, None, _duplicate(key_node, first), key_node.start_mark)
         return dict(super().construct_mapping(node, deep=deep))
 
 
@@ -71,21 +73,19 @@ def read_yaml(path: Path) -> Any:
             "save the file as UTF-8"
         ) from None
     try:
-        document = yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a safe loader
+        document = yaml.load(text, Loader=StrictLoader)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"line {mark.line + 1}: " if mark is not None else ""
         reason = error.problem or error.context or str(error).splitlines()[0]
-        if isinstance(error, yaml.constructor.ConstructorError) and reason.startswith("duplicate key"):
-            raise YamlFileError(f"{where}{reason}") from None
-        raise YamlFileError(f"{where}YAML syntax error: {reason}") from None
+        kind = "" if isinstance(error, DuplicateKeyError) else "YAML syntax error: "
+        raise YamlFileError(f"{where}{kind}{reason}") from None
     except yaml.reader.ReaderError as error:  # a control character: valid UTF-8, but not YAML
         offset = error.position if _BASE_LOADER is not yaml.SafeLoader else len(text[: error.position].encode())
         code = error.character if isinstance(error.character, int) else ord(error.character)
         line = data.count(b"\n", 0, offset) + 1
         raise YamlFileError(
-            f"line {line}: YAML allows no character #x{code:04x} "
-            f"(byte offset {offset}; {error.reason})"
+            f"line {line}: YAML allows no character #x{code:04x} (byte offset {offset}; {error.reason})"
         ) from None
     except yaml.YAMLError as error:
         raise YamlFileError(f"YAML syntax error: {str(error).splitlines()[0]}") from None
