@@ -7,29 +7,31 @@ variant choices, named `case:choice1:choice2` in the order the fields appear in 
 (BioChatter's convention).
 
 Problems never raise out of this module: they are collected as `Problem`s, each a single
-line naming the file, the case and what is wrong, so that one bad file cannot hide the
-results of the others.
+line naming the file, the case and everything wrong with it, so that one bad file cannot hide
+the results of the others. A case's variants are counted before they are built: a few fields
+of a few dozen variants each would otherwise expand to millions of cases.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from plugin.case import Case, Problem
 from plugin.families import family_named
+from plugin.yamlfile import YamlFileError, error_line, field_errors, read_yaml
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]+$")
-# libyaml's safe loader when PyYAML was built with it: every run, cached ones included, parses
-# every data file, and the pure-Python parser is several times slower.
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# The most items one case may expand to (the product of its fields' variant counts); the
+# --max-variants option and the max_variants ini setting change it.
+DEFAULT_MAX_VARIANTS = 2000
 # Metadata a case may carry besides its content; it never changes a result.
 METADATA_FIELDS = {"domain", "tags", "description"}
 
@@ -79,11 +81,17 @@ def data_files(data_dir: Path) -> list[Path]:
     return sorted(data_dir.glob("*_data.yaml"))
 
 
-def load_suite(data_dir: Path, known_families: Iterable[str], root: Path | None = None) -> Suite:
+def load_suite(
+    data_dir: Path,
+    known_families: Iterable[str],
+    root: Path | None = None,
+    max_variants: int = DEFAULT_MAX_VARIANTS,
+) -> Suite:
     """Load and expand every `*_data.yaml` under `data_dir`.
 
     `known_families` are the families that have a test module; a data file naming another
-    family is a problem. Paths in problems are relative to `root`.
+    family is a problem. Paths in problems are relative to `root`. A case expanding to more
+    than `max_variants` items is a problem, found before any of them is built.
     """
     known = set(known_families)
     suite = Suite()
@@ -96,17 +104,19 @@ def load_suite(data_dir: Path, known_families: Iterable[str], root: Path | None 
                 suite.problems.append(problem)
                 continue
             assert family is not None and raw_case is not None
-            name = raw_case.get("case")
-            if isinstance(name, str) and (family, name) in first_seen:
+            name = raw_case["case"]
+            if (family, name) in first_seen:
                 suite.problems.append(
                     Problem(rel, name, f"duplicate case name (first in {first_seen[(family, name)]})", family)
                 )
                 continue
-            expanded, problem = expand_case(family, raw_case, rel, directory=path.parent.resolve())
+            expanded, problem = expand_case(
+                family, raw_case, rel, directory=path.parent.resolve(), max_variants=max_variants
+            )
             if problem is not None:
                 suite.problems.append(problem)
                 continue
-            first_seen[(family, str(name))] = rel
+            first_seen[(family, name)] = rel
             suite.cases.setdefault(family, []).extend(expanded)
     return suite
 
@@ -120,21 +130,27 @@ def _relative(path: Path, root: Path | None) -> str:
     return path.name
 
 
-def _read_file(
-    path: Path, rel: str, known: set[str]
-) -> Iterable[tuple[str | None, dict[str, Any] | None, Problem | None]]:
+Entry = tuple[str | None, dict[str, Any] | None, Problem | None]  # (family, raw case) or a problem
+
+
+def _read_file(path: Path, rel: str, known: set[str]) -> list[Entry]:
+    entries = list(_entries(path, rel, known))
+    if not entries:  # only anchors, or only empty lists: nothing would run, and nothing would say why
+        return [(None, None, Problem(rel, None, "no cases (every family's list is empty)"))]
+    return entries
+
+
+def _entries(path: Path, rel: str, known: set[str]) -> Iterable[Entry]:
     try:
-        document = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        reason = getattr(error, "problem", None) or str(error).splitlines()[0]
-        yield None, None, Problem(rel, None, f"{where}YAML syntax error: {reason}")
+        document = read_yaml(path)
+    except YamlFileError as error:
+        yield None, None, Problem(rel, None, str(error))
         return
     except OSError as error:
         yield None, None, Problem(rel, None, f"cannot read file: {error.strerror}")
         return
     if document is None:
+        yield None, None, Problem(rel, None, "the file is empty (no cases)")
         return
     if not isinstance(document, dict):
         yield None, None, Problem(rel, None, "top level must map a family name to a list of cases")
@@ -158,8 +174,12 @@ def _read_file(
                 yield None, None, Problem(rel, f"#{index + 1}", "a case must be a mapping", family)
                 continue
             name = raw_case.get("case")
-            if not isinstance(name, str) or not name:
+            if name is None or name == "":
                 yield None, None, Problem(rel, f"#{index + 1}", "missing field 'case' (the case name)", family)
+                continue
+            if not isinstance(name, str):
+                message = f"the case name {_shown(name)} is {_kind(name)}, not text; quote it"
+                yield None, None, Problem(rel, f"#{index + 1}", message, family)
                 continue
             if not NAME_PATTERN.match(name):
                 yield (
@@ -172,78 +192,141 @@ def _read_file(
 
 
 def expand_case(
-    family: str, raw: dict[str, Any], file: str, directory: Path = Path(".")
+    family: str,
+    raw: dict[str, Any],
+    file: str,
+    directory: Path = Path("."),
+    max_variants: int = DEFAULT_MAX_VARIANTS,
 ) -> tuple[list[Case], Problem | None]:
-    """Expand one raw case into its variants and validate each against the family schema."""
-    name = raw["case"]
+    """Expand one raw case into its variants and validate each against the family schema.
 
-    def problem(message: str) -> tuple[list[Case], Problem]:
-        return [], Problem(file, name, message, family)
+    The problem, if any, is one line listing everything wrong with the case, each part with
+    its field path (`input.fragments.long.0: ...`), so that one round fixes a case.
+    """
+    name = raw["case"]
+    errors: list[str] = []
+
+    def problem() -> tuple[list[Case], Problem]:
+        return [], Problem(file, name, _listed(errors), family)
 
     descriptor = family_named(family)
     schema = descriptor.case_schema if descriptor else GenericCase
     # A family whose schema gives `expected` a default (a probe with no answer key) may omit it.
     expected_field = schema.model_fields.get("expected")
     required_fields = ["input"] + (["expected"] if expected_field is None or expected_field.is_required() else [])
-    for required in required_fields:
-        if required not in raw:
-            return problem(f"missing field '{required}'")
-    raw = {"expected": {}, **raw}
+    missing = [f for f in required_fields if f not in raw]
+    errors += [f"missing field '{f}'" for f in missing]
     unknown = set(raw) - {"case", "input", "expected"} - METADATA_FIELDS
     if unknown:
-        return problem(f"unknown field(s) {', '.join(sorted(unknown))}")
-    raw_input = raw["input"]
+        errors.append(f"unknown field(s) {', '.join(sorted(unknown))}")
+    raw_input = raw.get("input")
+    if raw_input is None and "input" in missing:
+        return problem()
     if not isinstance(raw_input, dict):
-        return problem("'input' must be a mapping")
+        errors.append("'input' must be a mapping")
+        return problem()
 
     # A family may declare input fields whose mappings are plain values, not variant sets.
     plain_fields: set[str] = set(descriptor.plain_input_fields if descriptor else ())
     variant_fields: list[tuple[str, list[str]]] = []
+    naming: list[str] = []
     for key, value in raw_input.items():
         if isinstance(value, dict) and key not in plain_fields:
-            if not value:
-                return problem(f"input.{key}: empty variant dict (give at least one named variant)")
-            bad = [str(choice) for choice in value if not NAME_PATTERN.match(str(choice))]
-            if bad:
-                return problem(f"input.{key}: variant name '{bad[0]}' may use only letters, digits, '_', '.', '-'")
+            naming += _variant_name_errors(f"input.{key}", value)
             variant_fields.append((key, list(value)))
+    if naming:
+        errors += naming
+        return problem()  # the variants cannot be named, so they are not built
+    count = math.prod(len(choices) for _, choices in variant_fields)
+    if count > max_variants:
+        counts = " x ".join(f"{key} {len(choices)}" for key, choices in variant_fields)
+        errors.append(
+            f"input expands to {count:,} variants ({counts}), more than the limit of {max_variants:,} "
+            "(--max-variants, or max_variants in the pytest ini file)"
+        )
+        return problem()
 
     metadata = {k: raw[k] for k in METADATA_FIELDS if k in raw}
+    expected = raw.get("expected", {})
+    variant_names = {key for key, _ in variant_fields}
     expanded: list[Case] = []
     for combination in itertools.product(*(choices for _, choices in variant_fields)):
-        choices = tuple((fname, str(choice)) for (fname, _), choice in zip(variant_fields, combination, strict=True))
+        choices = tuple((key, choice) for (key, _), choice in zip(variant_fields, combination, strict=True))
         resolved = dict(raw_input)
-        for fname, choice in zip((f for f, _ in variant_fields), combination, strict=True):
-            resolved[fname] = raw_input[fname][choice]
-        content = {"input": resolved, "expected": raw["expected"]}
+        for key, choice in choices:
+            resolved[key] = raw_input[key][choice]
+        content = {"input": resolved, "expected": expected}
         try:
             validated = schema.model_validate(content)
         except ValidationError as error:
-            return problem(_first_error(error))
+            errors += _located(error, dict(choices), variant_names, skip=missing)
+            continue
+        if errors:
+            continue  # keep looking for errors, but build nothing
+        fields = dict(validated)  # the schema's fields, as validated (a schema is any BaseModel)
         expanded.append(
             Case(
                 family=family,
                 name=name,
                 choices=choices,
-                input=validated.input,  # type: ignore[attr-defined]
-                expected=validated.expected,  # type: ignore[attr-defined]
+                input=fields["input"],
+                expected=fields["expected"],
                 raw=content,
                 file=file,
                 metadata=metadata,
                 directory=directory,
             )
         )
-    return expanded, None
+    return (expanded, None) if not errors else problem()
 
 
-def _first_error(error: ValidationError) -> str:
-    """Pydantic's first error as `input.fragments: field required`, without its URL."""
-    first = error.errors()[0]
-    location = ".".join(str(part) for part in first["loc"])
-    message = first["msg"]
-    if first["type"] == "missing":
-        message = "missing field"
-    more = len(error.errors()) - 1
-    suffix = f" (and {more} more)" if more else ""
-    # a check of the whole case has no location: its message names the fields itself
-    return f"{location}: {message}{suffix}" if location else f"{message}{suffix}"
+# Past this many, a case's problem line names how many more there are.
+ERRORS_SHOWN = 20
+
+
+def _listed(errors: list[str]) -> str:
+    """The distinct errors in one line: the same mistake in every variant is said once."""
+    distinct = list(dict.fromkeys(errors))
+    more = len(distinct) - ERRORS_SHOWN
+    return "; ".join(distinct[:ERRORS_SHOWN]) + (f"; and {more} more error(s)" if more > 0 else "")
+
+
+def _variant_name_errors(path: str, variants: dict[Any, Any]) -> list[str]:
+    """A variant name becomes part of an item's id, so it must be text: YAML reads `1`, `yes`
+    and `~` as a number, a boolean and null, and `1` beside `"1"` would name two items alike."""
+    if not variants:
+        return [f"{path}: empty variant dict (give at least one named variant)"]
+    errors = []
+    for choice in variants:
+        if not isinstance(choice, str):
+            errors.append(f"{path}: variant name {_shown(choice)} is {_kind(choice)}, not text; quote it")
+        elif not NAME_PATTERN.match(choice):
+            errors.append(f"{path}: variant name '{choice}' may use only letters, digits, '_', '.', '-'")
+    return errors
+
+
+def _shown(value: Any) -> str:
+    return "null" if value is None else str(value)
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean to YAML (yes, no, on, off, true and false are)"
+    if isinstance(value, int | float):
+        return "a number to YAML"
+    if value is None:
+        return "null (no value) to YAML"
+    return f"a {type(value).__name__} to YAML"
+
+
+def _located(error: ValidationError, choices: dict[str, str], variant_fields: set[str], skip: list[str]) -> list[str]:
+    """Pydantic's errors with the variant in the path where they lie inside one
+    (`input.fragments.long.0`), leaving out fields already reported missing."""
+    lines = []
+    for path, message in field_errors(error):
+        if path and path[0] in skip:
+            continue
+        if len(path) >= 2 and path[0] == "input" and path[1] in variant_fields:
+            path = [*path[:2], choices[path[1]], *path[2:]]
+        lines.append(error_line(path, message))
+    return lines

@@ -59,36 +59,59 @@ def verify(directory: Path) -> list[str]:
     """One line per problem: a file whose rows differ from the recorded digest, a file added or
     missing, unreadable lines. Empty when everything matches. Raises FileNotFoundError when
     there is no checksum file, ValueError when it cannot be read."""
+    return [f"{name}: {what}" for name, what, _ in differences(directory)]
+
+
+def differences(directory: Path) -> list[tuple[str, str, str]]:
+    """(file, what differs as `verify` says it, the same said briefly) for each difference."""
     path = Path(directory) / FILE_NAME
     recorded = json.loads(path.read_text())
     files = recorded.get("files") if isinstance(recorded, dict) else None
     if not isinstance(files, dict):
         raise ValueError(f"{path}: not a checksum file")
-    problems = []
+    found = []
     actual = compute(directory)
     for name, digest in sorted(actual.items()):
         expected = files.get(name)
         if digest.unreadable:
-            problems.append(f"{name}: {digest.unreadable} line(s) are not JSON rows")
+            found.append((name, f"{digest.unreadable} line(s) are not JSON rows", f"{digest.unreadable} torn line(s)"))
         if not isinstance(expected, dict):
-            problems.append(f"{name}: not in {FILE_NAME} (a new file)")
+            found.append((name, f"not in {FILE_NAME} (a new file)", "a new file"))
         elif expected.get("sha256") != digest.sha256:
             rows = expected.get("rows")
             count = f"{rows} -> {digest.rows} rows" if rows != digest.rows else f"{digest.rows} rows"
-            problems.append(f"{name}: rows changed since {FILE_NAME} was written ({count})")
+            found.append((name, f"rows changed since {FILE_NAME} was written ({count})", f"rows changed, {count}"))
     for name in sorted(set(files) - set(actual)):
-        problems.append(f"{name}: missing (listed in {FILE_NAME})")
-    return problems
+        found.append((name, f"missing (listed in {FILE_NAME})", "gone"))
+    return found
 
 
 def status_line(directory: Path) -> str | None:
-    """One sentence on the checksum file for the report; None when there is none."""
+    """One sentence on the checksum file for the report; None when there is none.
+
+    Results that differ from `checksums.json` are the ordinary state after a run, since the
+    file is only written on request: the sentence says so calmly and how to refresh it. The
+    alarm ("checksum mismatch") belongs to `python -m plugin checksum`, a verify asked for.
+    """
     try:
-        problems = verify(directory)
+        found = differences(directory)
     except FileNotFoundError:
         return None
     except ValueError as error:
         return f"**Checksum**: {error}."
-    if problems:
-        return f"**Checksum mismatch** against `{FILE_NAME}`: " + "; ".join(problems) + "."
+    if found:
+        return (
+            f"**Checksum**: the results changed since `{FILE_NAME}` was last written ("
+            + "; ".join(f"{name}: {brief}" for name, _, brief in found)
+            + f"). If that was a benchmark run, record them with `python -m plugin checksum {_shown(directory)}"
+            " --write`; to check them, run it without `--write`."
+        )
     return f"**Checksum**: every row matches `{FILE_NAME}` ({ALGORITHM})."
+
+
+def _shown(directory: Path) -> str:
+    """The folder as a command run from here would name it: relative when it is below."""
+    try:
+        return Path(directory).resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return Path(directory).as_posix()

@@ -17,7 +17,7 @@ import pytest
 from plugin import runner
 from plugin.cache import set_cache_dir
 from plugin.case import CaseInputError
-from plugin.cases import without_prompts
+from plugin.cases import DEFAULT_MAX_VARIANTS, without_prompts
 from plugin.cli import load_dotenv
 from plugin.families import family_named, register
 from plugin.models import aio
@@ -26,6 +26,7 @@ from plugin.models.spec import ModelsFileError
 from plugin.session import MODEL_FIXTURES, STATE_KEY, BenchmarkState, get_state
 
 _HELP_MODELS = "comma-separated model ids from benchmark/models.yaml to run (default: all available)"
+_HELP_MAX_VARIANTS = f"the most items one case may expand to (default {DEFAULT_MAX_VARIANTS})"
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -50,7 +51,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="ask the models again instead of replaying cached responses and embeddings",
     )
+    group.addoption("--max-variants", type=int, default=None, help=_HELP_MAX_VARIANTS)
     parser.addini("benchmark_dir", "folder holding test_<family>.py, models.yaml and data/", default="benchmark")
+    parser.addini("max_variants", _HELP_MAX_VARIANTS, default=str(DEFAULT_MAX_VARIANTS))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -65,6 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if iterations < 1:
         raise pytest.UsageError("--iterations must be at least 1")
     wanted = config.getoption("--models")
+    max_variants = _max_variants(config)
     state = BenchmarkState(
         root=root,
         benchmark_dir=benchmark_dir,
@@ -74,6 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
         wanted_models=[m.strip() for m in wanted.split(",") if m.strip()] if wanted else None,
         use_cache=not config.getoption("--no-response-cache"),
         compare_variants=bool(config.getoption("--compare-variants")),
+        max_variants=max_variants,
     )
     state.registry.use_cache = state.use_cache
     workerinput = getattr(config, "workerinput", None)
@@ -93,6 +98,20 @@ def pytest_configure(config: pytest.Config) -> None:
             state.models  # noqa: B018 - decide the matrix now, so a bad models.yaml stops the run at once
         except ModelsFileError as error:
             raise pytest.UsageError(str(error)) from None
+
+
+def _max_variants(config: pytest.Config) -> int:
+    given = config.getoption("--max-variants")
+    where = "--max-variants"
+    if given is None:
+        given, where = str(config.getini("max_variants")).strip(), "max_variants (ini)"
+    try:
+        value = int(given)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise pytest.UsageError(f"{where} must be a whole number of at least 1, not {given}")
+    return value
 
 
 def _selected(config: pytest.Config) -> bool:

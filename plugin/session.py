@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from plugin.case import Case, CaseInputError
-from plugin.cases import Suite, load_suite
+from plugin.cases import DEFAULT_MAX_VARIANTS, Suite, load_suite
 from plugin.families import Family
 from plugin.keys import result_key
 from plugin.models.registry import Registry
@@ -34,6 +34,7 @@ class BenchmarkState:
     wanted_models: list[str] | None = None
     use_cache: bool = True
     compare_variants: bool = False
+    max_variants: int = DEFAULT_MAX_VARIANTS  # the most items one case may expand to
     # Set on xdist workers from what the controller decided, so every process sees one matrix.
     given_models: dict[str, Any] | None = None
     registry: Registry = field(default_factory=Registry)
@@ -96,7 +97,9 @@ class BenchmarkState:
     @property
     def suite(self) -> Suite:
         if self._suite is None:
-            self._suite = load_suite(self.data_dir, self.known_families(), root=self.root)
+            self._suite = load_suite(
+                self.data_dir, self.known_families(), root=self.root, max_variants=self.max_variants
+            )
         return self._suite
 
     def is_cached(self, plan: ItemPlan) -> bool:

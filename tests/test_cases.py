@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -219,3 +220,136 @@ def test_prompt_variants_collapse_for_models_that_read_no_prompt(tmp_path):
     assert all("instruction" not in c.content()["input"] for c in collapsed)
     assert collapsed[0].content()["variant"] == {"fragments": "short"}
     assert len({key_of(c) for c in collapsed}) == 2
+
+
+# --- strict reading -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "toy:\n  - case: a\n    input: {v: {x: 1, x: 2}}\n    expected: {}\n",
+            "x_data.yaml: file: line 3: duplicate key 'x' (first on line 3)",
+        ),
+        (
+            "toy:\n  - case: a\n    case: b\n    input: {}\n    expected: {}\n",
+            "x_data.yaml: file: line 3: duplicate key 'case' (first on line 2)",
+        ),
+        (
+            "toy:\n  - case: a\n    input:\n      v:\n        yes: 1\n        True: 2\n    expected: {}\n",
+            "x_data.yaml: file: line 6: duplicate key 'True' (line 5 has 'yes', the same key to YAML)",
+        ),
+        (
+            "toy:\n  - case: a\n    input: {v: {on: 1, off: 2}}\n    expected: {}\n",
+            "x_data.yaml: case 'a': input.v: variant name True is a boolean to YAML (yes, no, on, off, true and"
+            " false are), not text; quote it; input.v: variant name False is a boolean",
+        ),
+        (
+            "toy:\n  - case: a\n    input: {v: {1: x, '1': y, ~: z}}\n    expected: {}\n",
+            "x_data.yaml: case 'a': input.v: variant name 1 is a number to YAML, not text; quote it;"
+            " input.v: variant name null is null (no value) to YAML, not text; quote it",
+        ),
+        (
+            "toy:\n  - case: 12\n    input: {}\n    expected: {}\n",
+            "x_data.yaml: case '#1': the case name 12 is a number",
+        ),
+        (
+            "toy:\n  - case: a\x07\n",
+            "x_data.yaml: file: line 2: YAML allows no character #x0007 (byte offset 16; control characters",
+        ),
+        ("", "x_data.yaml: file: the file is empty (no cases)"),
+        ("toy: []\n", "x_data.yaml: file: no cases (every family's list is empty)"),
+        (
+            "toy:\n  - case: a\n    input: {v: {a: 1, b: 2}, w: {c: 1, d: 2, e: 3}}\n    expected: {}\n",
+            "x_data.yaml: case 'a': input expands to 6 variants (v 2 x w 3), more than the limit of 5 ",
+        ),
+    ],
+)
+def test_strict_reading_problems_are_one_line(tmp_path, text, expected):
+    (tmp_path / "x_data.yaml").write_text(text)
+    suite = load_suite(tmp_path, FAMILIES, root=tmp_path, max_variants=5)
+    assert [p.line()[: len(expected)] for p in suite.problems] == [expected]
+    assert "\n" not in suite.problems[0].line()
+    assert not suite.cases
+
+
+def test_bytes_that_are_not_utf8_are_one_line_with_the_byte_offset_and_other_files_still_load(tmp_path):
+    (tmp_path / "a_data.yaml").write_bytes(b"toy:\n  - case: a\n    input: {q: caf\xe9}\n    expected: {}\n")
+    (tmp_path / "b_data.yaml").write_text("toy:\n  - case: fine\n    input: {}\n    expected: {}\n")
+    suite = load_suite(tmp_path, FAMILIES, root=tmp_path)
+    assert [p.line() for p in suite.problems] == [
+        "a_data.yaml: file: line 3: not UTF-8 text (byte 0xe9 at byte offset 35); save the file as UTF-8"
+    ]
+    assert [c.id for c in suite.cases["toy"]] == ["fine"]
+
+
+def test_a_merge_key_may_be_overridden_and_an_anchor_reused(tmp_path):
+    suite = suite_of(
+        tmp_path,
+        """
+        _base: &base {q: shared, v: {a: A, b: B}}
+        toy:
+          - case: one
+            input: {<<: *base, q: own}
+            expected: {}
+          - case: two
+            input: *base
+            expected: {}
+        """,
+    )
+    assert not suite.problems
+    assert [(c.id, c.input["q"]) for c in suite.cases["toy"]] == [
+        ("one:a", "own"),
+        ("one:b", "own"),
+        ("two:a", "shared"),
+        ("two:b", "shared"),
+    ]
+
+
+def test_the_expansion_bomb_is_refused_before_anything_is_built(tmp_path):
+    fields = "".join(f"      f{i}: {{{', '.join(f'v{j}: x' for j in range(30))}}}\n" for i in range(5))
+    (tmp_path / "x_data.yaml").write_text(f"toy:\n  - case: bomb\n    input:\n{fields}    expected: {{}}\n")
+    tracemalloc.start()
+    try:
+        suite = load_suite(tmp_path, FAMILIES, root=tmp_path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    (problem,) = suite.problems
+    assert "input expands to 24,300,000 variants (f0 30 x f1 30 x f2 30 x f3 30 x f4 30)" in problem.message
+    assert peak < 5_000_000, peak  # bytes; building the variants took gigabytes
+
+
+def test_aliases_that_expand_without_bound_are_one_line(tmp_path):
+    nest = "".join(f"  l{i + 1}: &l{i + 1} [{', '.join([f'*l{i}'] * 10)}]\n" for i in range(8))
+    laughs = f"_lol:\n  l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n{nest}"
+    suite = suite_of(tmp_path, laughs + "toy:\n  - case: a\n    input: {q: *l8}\n    expected: {}\n")
+    assert [p.line() for p in suite.problems] == [
+        "x_data.yaml: file: its aliases (*name) expand to more than 1,000,000 values; an alias inside an alias"
+        " multiplies"
+    ]
+    cyclic = suite_of(tmp_path, "toy:\n  - case: a\n    input: &i {q: *i}\n    expected: {}\n")
+    assert "expand to more than" in cyclic.problems[0].message
+
+
+def test_every_validation_error_of_a_case_is_listed_with_its_field_path(tmp_path):
+    suite = suite_of(
+        tmp_path,
+        """
+        rag_interpretation:
+          - case: r
+            input:
+              prompt: [q]
+              instruction: {simple: i, strict: 3}
+              fragments: {short: [f], long: [f, 2]}
+            expected: {answer: maybe}
+        """,
+    )
+    (problem,) = suite.problems
+    assert problem.message.split("; ") == [
+        "input.prompt: Input should be a valid string",
+        "expected.answer: Input should be 'yes' or 'no'",
+        "input.fragments.long.1: Input should be a valid string",
+        "input.instruction.strict: Input should be a valid string",
+    ]

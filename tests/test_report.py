@@ -376,7 +376,10 @@ def test_a_hand_edited_score_is_caught_by_the_checksum(tmp_path, capsys):
     assert main(["checksum", str(results)]) == 1
     out = capsys.readouterr().out
     assert "checksum mismatch: rag_interpretation.jsonl: rows changed since checksums.json was written (20 rows)" in out
-    assert "Checksum mismatch" in _report_intro(results, tmp_path)
+    intro = _report_intro(results, tmp_path)
+    assert "Checksum mismatch" not in intro  # the alarm is for a verify that was asked for
+    assert "the results changed since `checksums.json` was last written" in intro
+    assert "--write`" in intro
 
     # a file removed, another added
     (results / "rss_probes.jsonl").rename(results / "rss_copy.jsonl")

@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from plugin.cases import SAFE_LOADER
 from plugin.models.fingerprint import directory_fingerprint
+from plugin.yamlfile import YamlFileError, error_line, field_errors, read_yaml
 
 ID_PATTERN = r"^[A-Za-z0-9_.\-]+$"
 BUILTIN_EMBEDDERS = {"bow"}
@@ -238,13 +237,11 @@ class ModelsFileError(Exception):
 
 def load_models(path: Path) -> list[ModelSpec]:
     try:
-        document = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
+        document = read_yaml(path)
     except FileNotFoundError:
         raise ModelsFileError(f"{path.name}: file not found") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        raise ModelsFileError(f"{path.name}: {where}YAML syntax error: {getattr(error, 'problem', error)}") from None
+    except YamlFileError as error:  # not UTF-8, not YAML, or a key given twice
+        raise ModelsFileError(f"{path.name}: {error}") from None
     entries = (document or {}).get("models") if isinstance(document, dict) else None
     if not isinstance(entries, list):
         raise ModelsFileError(f"{path.name}: expected a top-level 'models:' list")
@@ -254,9 +251,8 @@ def load_models(path: Path) -> list[ModelSpec]:
         try:
             spec = ModelSpec.model_validate(entry)
         except ValidationError as error:
-            first = error.errors()[0]
-            location = ".".join(str(p) for p in first["loc"]) or "entry"
-            raise ModelsFileError(f"{path.name}: model '{name}': {location}: {first['msg']}") from None
+            every = "; ".join(error_line(p or ["entry"], m) for p, m in field_errors(error))
+            raise ModelsFileError(f"{path.name}: model '{name}': {every}") from None
         if spec.sentence_transformers and not Path(spec.sentence_transformers).is_absolute():
             relative = path.parent / spec.sentence_transformers
             if relative.exists():
