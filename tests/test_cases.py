@@ -140,8 +140,8 @@ def test_every_part_of_the_key_matters():
         ),
         (
             "rag_interpretation:\n  - case: r\n    input: {prompt: q, instruction: i, fragments: [f]}\n"
-            "    expected: {answer: maybe}\n",
-            "x_data.yaml: case 'r': expected.answer:",
+            "    expected: {answer: maybe, match: yes_no}\n",
+            "x_data.yaml: case 'r': expected: Value error, match: yes_no needs answer yes or no",
         ),
         ("toy:\n  - input: {}\n    expected: {}\n", "x_data.yaml: case '#1': missing field 'case'"),
         ("toy:\n  - case: 'a b'\n    input: {}\n    expected: {}\n", "x_data.yaml: case 'a b': case names may use"),

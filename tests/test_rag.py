@@ -57,7 +57,7 @@ def test_implicit_answer_needs_all_keywords_no_forbidden_and_no_decline():
 
 
 def test_implicit_decline_and_empty_answers():
-    decline = case(behaviour="decline")
+    decline = case(behaviour="decline", check="rules")
     assert rag.score(decline, "I cannot answer this from the provided fragments.").score == 1.0
     assert rag.score(decline, "The fragments don’t contain that.").score == 1.0
     assert rag.score(decline, "It is 42.").score == 0.0
