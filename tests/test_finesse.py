@@ -148,3 +148,17 @@ def test_minilm_samples_in_its_own_tokens_and_merger_mode_sees_chunks_through_th
     outcome = rss.probe(minilm, finesse_case(tmp_path, mode="merger")).to_json()
     assert outcome["chunking"] == "6 tokens of the embedder's tokenizer (Finesse 0.16.1 sampling)"
     assert len(outcome["samples"]) == 4 and -1000 <= outcome["score"] <= 1000
+
+
+def test_the_shipped_leaderboard_case_file_validates_and_is_not_collected_by_default():
+    from project import REPO
+
+    from plugin.cases import load_suite
+
+    suite = load_suite(REPO / "benchmark" / "extra", ["rss_probes"], root=REPO)
+    assert not suite.problems, [p.line() for p in suite.problems]
+    (case,) = suite.cases["rss_probes"]
+    data = case.input
+    assert (data.sampling, data.seed, data.samples, data.chunk_tokens) == ("finesse", 42, 25, 500)
+    assert (data.lengths.min, data.lengths.max, data.mode, data.formula) == (4, 64, "merger", "current")
+    assert not (REPO / "benchmark" / "data" / "finesse_leaderboard_data.yaml").exists()
