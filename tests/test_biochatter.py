@@ -240,3 +240,11 @@ def test_system_messages_split_only_where_unambiguous():
     ):
         raw = {"prompt": "q", "system_messages": ambiguous}
         assert rag.split_system_messages(raw) == raw
+
+
+@pytest.mark.slow
+def test_xdist_workers_use_the_controllers_evaluator(biochatter, server):
+    result = run(biochatter, "-n", "2")
+    result.assert_outcomes(passed=LLM_ITEMS + BOW_ITEMS)
+    assert len(evaluator_requests(server)) == 2
+    assert all(row["score"] == 1.0 for row in rows(biochatter).values())
