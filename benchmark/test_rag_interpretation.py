@@ -8,13 +8,19 @@ import pytest
 from plugin.families import rag
 
 
-def test_rag_interpretation(llm, case, record):
-    """An LLM reads the fragments and judges them, or answers from them."""
+def test_rag_interpretation(llm, case, evaluator, record):
+    """An LLM reads the fragments and judges them, or answers from them; an answer that no
+    rule can check is judged by the evaluator LLM."""
     answer = llm.chat(rag.messages(case))
-    record(rag.score(case, answer))
+    instruction = rag.evaluator_instruction(case, evaluator.instruction)
+    if instruction is None:
+        record(rag.score(case, answer))
+    else:
+        verdict = evaluator.chat(rag.evaluator_messages(case, answer, instruction))
+        record(rag.score_by_evaluator(case, answer, verdict))
 
 
-@pytest.mark.cases(where=rag.is_explicit)
+@pytest.mark.cases(where=rag.judges_relevance)
 def test_rag_interpretation_by_similarity(embedder, case, record):
     """An embedder calls a fragment relevant when it is close enough to the question."""
     similarities = embedder.similarities(case.input.prompt, case.input.fragment_texts)

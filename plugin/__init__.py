@@ -3,7 +3,7 @@
 `pytest_plugins = ["plugin"]` in a conftest registers everything below.
 """
 
-from plugin.fixtures import embedder, judge, llm, record, retriever
+from plugin.fixtures import embedder, evaluator, judge, llm, record, retriever
 from plugin.hooks import (
     pytest_addhooks,
     pytest_addoption,
@@ -20,6 +20,7 @@ from plugin.outcome import Outcome
 __all__ = [
     "Outcome",
     "embedder",
+    "evaluator",
     "judge",
     "llm",
     "pytest_addhooks",

@@ -225,6 +225,8 @@ def expand_case(
     if not isinstance(raw_input, dict):
         errors.append("'input' must be a mapping")
         return problem()
+    if descriptor is not None and descriptor.normalise_input is not None:
+        raw_input = descriptor.normalise_input(raw_input)
 
     # A family may declare input fields whose mappings are plain values, not variant sets.
     plain_fields: set[str] = set(descriptor.plain_input_fields if descriptor else ())

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from plugin.evaluator import Evaluator
 from plugin.runner import Recorder
 from plugin.session import get_state
 
@@ -48,6 +49,14 @@ def retriever(request: pytest.FixtureRequest) -> Any:
     Both offer `similarities(query, documents)`, `score_matrix(queries, documents)` and
     `index_documents(documents).score(queries)`."""
     return _build(request)
+
+
+@pytest.fixture
+def evaluator(request: pytest.FixtureRequest) -> Evaluator:
+    """The evaluator LLM (`--evaluator ID` or `evaluator:` in models.yaml), built on first use.
+    Items that need it are keyed by its fingerprint and prompt, and skipped without it."""
+    state = get_state(request.config)
+    return Evaluator(state.evaluator, state.registry.build)
 
 
 @pytest.fixture

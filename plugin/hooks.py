@@ -39,6 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ragmatrix", "ragmatrix benchmark")
     group.addoption("--run-all", action="store_true", help="rerun every item, replacing stored results")
     group.addoption("--models", default=None, help=_HELP_MODELS)
+    group.addoption(
+        "--evaluator", default=None, help="id of the LLM in models.yaml that checks answers no rule can check"
+    )
     group.addoption("--iterations", type=int, default=None, help="repeat each item N times (default 1)")
     group.addoption("--results-dir", default=None, help="read and write results here (default benchmark/results)")
     group.addoption(
@@ -79,6 +82,7 @@ def pytest_configure(config: pytest.Config) -> None:
         use_cache=not config.getoption("--no-response-cache"),
         compare_variants=bool(config.getoption("--compare-variants")),
         max_variants=max_variants,
+        evaluator_option=config.getoption("--evaluator"),
     )
     state.registry.use_cache = state.use_cache
     workerinput = getattr(config, "workerinput", None)
@@ -96,6 +100,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if _selected(config):
         try:
             state.models  # noqa: B018 - decide the matrix now, so a bad models.yaml stops the run at once
+            state.evaluator  # noqa: B018 - and the evaluator
         except ModelsFileError as error:
             raise pytest.UsageError(str(error)) from None
 
@@ -125,9 +130,11 @@ def pytest_configure_node(node: Any) -> None:
     config = node.config
     if _selected(config):
         models = get_state(config).models
+        evaluator = get_state(config).evaluator
         node.workerinput["ragmatrix_models"] = {
             "available": [m.id for m in models.available],
             "left_out": models.left_out,
+            "evaluator": {"id": evaluator.spec.id if evaluator.spec else None, "reason": evaluator.reason},
         }
 
 
@@ -142,6 +149,11 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         + (", --run-all" if state.run_all else ""),
     ]
     lines += [f"ragmatrix: left out {model}: {reason}" for model, reason in models.left_out.items()]
+    evaluator = state.evaluator
+    if evaluator.spec is not None:
+        lines.append(f"ragmatrix: evaluator: {evaluator.spec.id}")
+    elif evaluator.reason.startswith("evaluator "):  # one was asked for, but is left out
+        lines.append(f"ragmatrix: {evaluator.reason}")
     return lines
 
 
@@ -225,12 +237,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         predicate = marker.kwargs["where"]
         cases = [c for c in cases if predicate(c)]
     test = metafunc.function.__name__
+    uses_evaluator = "evaluator" in metafunc.fixturenames
     params = []
     for spec in state.models.of_kind(kind):
         for case in cases if spec.reads_prompts else without_prompts(cases):
             marks = [pytest.mark.xdist_group(spec.id)]
-            plan = state.plan(metafunc.module.__name__, test, family, spec, case)
-            if state.is_cached(plan):
+            plan = state.plan(metafunc.module.__name__, test, family, spec, case, uses_evaluator)
+            if plan.skip_reason:
+                marks.append(pytest.mark.skip(reason=plan.skip_reason))
+            elif state.is_cached(plan):
                 marks.append(pytest.mark.skip(reason="cached"))
             params.append(pytest.param(spec, case, id=f"{spec.id}-{case.id}", marks=marks))
     if not params:

@@ -29,21 +29,24 @@ def result_key(
     model: dict[str, Any],
     iterations: int,
     corpus: str | None = None,
+    evaluator: dict[str, Any] | None = None,
 ) -> str:
     """The result key of one item (see DESIGN.md, "Result key").
 
     `case` is the expanded case content (input, expected and the variant choices), `model`
     the output-relevant fields of the model spec, `corpus` the fingerprint of any corpus or
-    dataset the case reads.
+    dataset the case reads, `evaluator` the fingerprint and prompt of the evaluator LLM that
+    checks the item (only then present, so other keys stay as they were).
     """
-    return md5_of(
-        {
-            "family": family,
-            "test": test,
-            "case": case,
-            "scoring_version": scoring_version,
-            "model": model,
-            "iterations": iterations,
-            "corpus": corpus,
-        }
-    )
+    content: dict[str, Any] = {
+        "family": family,
+        "test": test,
+        "case": case,
+        "scoring_version": scoring_version,
+        "model": model,
+        "iterations": iterations,
+        "corpus": corpus,
+    }
+    if evaluator is not None:
+        content["evaluator"] = evaluator
+    return md5_of(content)

@@ -14,6 +14,7 @@ import pytest
 
 from plugin.case import Case, CaseInputError
 from plugin.cases import DEFAULT_MAX_VARIANTS, Suite, load_suite
+from plugin.evaluator import EvaluatorChoice, choose_evaluator
 from plugin.families import Family
 from plugin.keys import result_key
 from plugin.models.registry import Registry
@@ -37,12 +38,14 @@ class BenchmarkState:
     max_variants: int = DEFAULT_MAX_VARIANTS  # the most items one case may expand to
     # Set on xdist workers from what the controller decided, so every process sees one matrix.
     given_models: dict[str, Any] | None = None
+    evaluator_option: str | None = None  # --evaluator ID
     registry: Registry = field(default_factory=Registry)
     saw_benchmark_items: bool = False
     collected_data_files: set[str] = field(default_factory=set)
     _models: ModelSet | None = None
     _suite: Suite | None = None
     _completed: set[tuple[str, str]] | None = None
+    _evaluator: EvaluatorChoice | None = None
     _corpora: dict[tuple[str, str], str | None] = field(default_factory=dict)
     # Each item's plan, made once at collection: (module, test, model id, case id) -> plan.
     plans: dict[tuple[str, str, str, str], ItemPlan] = field(default_factory=dict)
@@ -90,6 +93,20 @@ class BenchmarkState:
                 self._models = select_models(specs_list, self.wanted_models)
         return self._models
 
+    @property
+    def evaluator(self) -> EvaluatorChoice:
+        """The evaluator LLM of this run; on xdist workers, the controller's choice."""
+        if self._evaluator is None:
+            given = (self.given_models or {}).get("evaluator")
+            if given is not None:
+                specs = {s.id: s for s in load_models(self.benchmark_dir / "models.yaml")}
+                chosen = choose_evaluator(self.benchmark_dir / "models.yaml", given["id"], probe=False)
+                spec = specs.get(given["id"]) if given["id"] else None
+                self._evaluator = EvaluatorChoice(spec, chosen.instruction, given["reason"])
+            else:
+                self._evaluator = choose_evaluator(self.benchmark_dir / "models.yaml", self.evaluator_option)
+        return self._evaluator
+
     def reads_prompts(self) -> dict[str, bool]:
         """Whether each model of models.yaml, in the matrix or not, reads prompt wording."""
         return {spec.id: spec.reads_prompts for spec in load_models(self.benchmark_dir / "models.yaml")}
@@ -108,12 +125,29 @@ class BenchmarkState:
             self._completed = set() if self.run_all else self.store.completed()
         return (plan.model.id, plan.key) in self._completed
 
-    def plan(self, module: str, test: str, family: Family, spec: ModelSpec, case: Case) -> ItemPlan:
-        """The item's plan with its result key, computed once per item and session."""
+    def plan(
+        self, module: str, test: str, family: Family, spec: ModelSpec, case: Case, uses_evaluator: bool = False
+    ) -> ItemPlan:
+        """The item's plan with its result key, computed once per item and session.
+
+        A test that takes the `evaluator` fixture keys each case its family sends to the
+        evaluator by the evaluator's fingerprint and prompt; without an evaluator, the plan
+        says why the item is skipped."""
         ident = (module, test, spec.id, case.id)
         plan = self.plans.get(ident)
         if plan is None:
+            evaluator: dict[str, Any] | None = None
+            skip: str | None = None
+            prompt = (
+                family.evaluator_prompt(case, self.evaluator.instruction)
+                if uses_evaluator and family.evaluator_prompt is not None
+                else None
+            )
+            if prompt is not None:
+                skip = self.evaluator.skip_reason()
+                evaluator = None if skip else self.evaluator.key_content(prompt)
             key = result_key(
+                evaluator=evaluator,
                 corpus=self.corpus_of(family, case),
                 family=family.name,
                 test=test,
@@ -122,7 +156,7 @@ class BenchmarkState:
                 model=spec.output_fingerprint(),
                 iterations=self.iterations,
             )
-            plan = self.plans[ident] = ItemPlan(family, test, spec, case, key)
+            plan = self.plans[ident] = ItemPlan(family, test, spec, case, key, skip)
         return plan
 
     def corpus_of(self, family: Family, case: Case) -> str | None:
@@ -150,6 +184,7 @@ class ItemPlan:
     model: ModelSpec
     case: Case
     key: str
+    skip_reason: str | None = None  # set when the item cannot run (it needs an evaluator)
 
 
 def get_state(config: pytest.Config) -> BenchmarkState:

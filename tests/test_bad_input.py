@@ -237,7 +237,7 @@ def test_every_error_of_a_case_is_listed_at_once_with_its_field_path(bench, comm
               prompt: [a list, not a question]
               instruction: {simple: "Relevant?", strict: "One word?"}
               fragments: {short: [EGFR.], long: [EGFR, 42, {nested: x}]}
-            expected: {answer: maybe}
+            expected: {answer: [maybe]}
             notes: an unknown field
         """,
     )
@@ -247,7 +247,7 @@ def test_every_error_of_a_case_is_listed_at_once_with_its_field_path(bench, comm
         result,
         "benchmark/data/bad_data.yaml: case 'converted': unknown field(s) notes;"
         " input.prompt: Input should be a valid string;"
-        " expected.answer: Input should be 'yes' or 'no';"
+        " expected.answer: Input should be a valid string;"
         " input.fragments.long.1: Input should be a valid string;"
         " input.fragments.long.2: Input should be a valid string",
         committed,

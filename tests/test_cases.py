@@ -141,8 +141,8 @@ def test_every_part_of_the_key_matters():
         ),
         (
             "rag_interpretation:\n  - case: r\n    input: {prompt: q, instruction: i, fragments: [f]}\n"
-            "    expected: {answer: maybe}\n",
-            "x_data.yaml: case 'r': expected.answer:",
+            "    expected: {answer: maybe, match: yes_no}\n",
+            "x_data.yaml: case 'r': expected: Value error, match: yes_no needs answer yes or no",
         ),
         ("toy:\n  - input: {}\n    expected: {}\n", "x_data.yaml: case '#1': missing field 'case'"),
         ("toy:\n  - case: 'a b'\n    input: {}\n    expected: {}\n", "x_data.yaml: case 'a b': case names may use"),
@@ -343,13 +343,13 @@ def test_every_validation_error_of_a_case_is_listed_with_its_field_path(tmp_path
               prompt: [q]
               instruction: {simple: i, strict: 3}
               fragments: {short: [f], long: [f, 2]}
-            expected: {answer: maybe}
+            expected: {answer: [maybe]}
         """,
     )
     (problem,) = suite.problems
     assert problem.message.split("; ") == [
         "input.prompt: Input should be a valid string",
-        "expected.answer: Input should be 'yes' or 'no'",
+        "expected.answer: Input should be a valid string",
         "input.fragments.long.1: Input should be a valid string",
         "input.instruction.strict: Input should be a valid string",
     ]

@@ -57,7 +57,7 @@ def test_implicit_answer_needs_all_keywords_no_forbidden_and_no_decline():
 
 
 def test_implicit_decline_and_empty_answers():
-    decline = case(behaviour="decline")
+    decline = case(behaviour="decline", check="rules")
     assert rag.score(decline, "I cannot answer this from the provided fragments.").score == 1.0
     assert rag.score(decline, "The fragments don’t contain that.").score == 1.0
     assert rag.score(decline, "It is 42.").score == 0.0
@@ -101,3 +101,58 @@ def test_the_shipped_cases_meet_the_coverage_the_family_promises():
     for c in suite.cases["rag_interpretation"]:
         variants.setdefault(c.name, set()).add(c.variant)
     assert sum(len(v) >= 3 for v in variants.values()) > len(variants) / 2
+
+
+@pytest.mark.parametrize(
+    ("expected", "answer", "score", "valid"),
+    [
+        ("decline", "Decline.", 1.0, True),
+        ("decline", "answer", 0.0, True),
+        ("decline", "maybe", 0.0, False),  # outside the answer/decline pair: a format violation
+        ("Paris", "paris!", 1.0, True),  # any label; BioChatter strips only . ? !
+        ("Paris", "London", 0.0, True),  # no known pair: simply wrong
+        ("yes", "Yes, the fragment is relevant.", 0.0, False),
+        ("yes", "yes;", 0.0, False),
+    ],
+)
+def test_explicit_labels_match_exactly_after_biochatters_normalisation(expected, answer, score, valid):
+    outcome = rag.score(case(answer=expected), answer)
+    assert (outcome.score, outcome.valid) == (score, valid)
+
+
+def test_the_tolerant_yes_no_reading_is_a_named_option():
+    tolerant = rag.score(case(answer="yes", match="yes_no"), "Yes, the fragment is relevant.")
+    assert (tolerant.score, tolerant.valid, tolerant.details["exact"]) == (1.0, True, False)
+    with pytest.raises(ValueError, match="match: yes_no needs answer yes or no"):
+        rag.RagExpected(answer="decline", match="yes_no")
+
+
+def test_which_check_an_implicit_case_gets():
+    assert rag.RagExpected(behaviour="answer").checked_by == "evaluator"
+    assert rag.RagExpected(behaviour="decline").checked_by == "evaluator"
+    assert rag.RagExpected(behaviour="decline", check="rules").checked_by == "rules"
+    assert rag.RagExpected(behaviour="answer", keywords=["x"]).checked_by == "rules"
+    assert rag.RagExpected(answer="yes").checked_by is None
+    with pytest.raises(ValueError, match="checked by rules needs keywords"):
+        rag.RagExpected(behaviour="answer", check="rules")
+    with pytest.raises(ValueError, match="belong to implicit cases"):
+        rag.RagExpected(answer="yes", keywords=["x"])
+    with pytest.raises(ValueError, match="use score_by_evaluator"):
+        rag.score(case(behaviour="answer"), "Canberra.")
+
+
+def test_the_evaluator_prompt_and_verdict():
+    data = rag.RagInput(prompt="What is the capital of Australia?", instruction="i", fragments=["f"])
+    judged = SimpleNamespace(input=data, expected=rag.RagExpected(behaviour="decline"))
+    own = SimpleNamespace(input=data, expected=rag.RagExpected(behaviour="decline", evaluator_instruction="Mine."))
+    assert rag.evaluator_instruction(judged) == rag.DEFAULT_EVALUATOR_INSTRUCTION
+    assert rag.evaluator_instruction(judged, "Set: {question}") == "Set: {question}"
+    assert rag.evaluator_instruction(own, "Set.") == "Mine."
+    assert rag.evaluator_instruction(case(answer="yes")) is None
+    system, user = rag.evaluator_messages(judged, "I cannot say.", "Q: {question}")
+    assert system == {"role": "system", "content": "Q: What is the capital of Australia?"}
+    assert user == {"role": "user", "content": "I cannot say."}
+    assert rag.score_by_evaluator(judged, "I cannot say.", "Decline!").score == 1.0
+    assert rag.score_by_evaluator(judged, "Canberra.", "answer").score == 0.0
+    violation = rag.score_by_evaluator(judged, "Canberra.", "The response answers.")
+    assert (violation.score, violation.valid, violation.details["evaluator_violation"]) == (0.0, False, True)

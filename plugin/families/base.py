@@ -53,6 +53,14 @@ class Family:
     prompt_fields: tuple[str, ...] = ()
     # Input fields whose mappings are plain values, not sets of variants.
     plain_input_fields: tuple[str, ...] = ()
+    # Rewrites a case's raw input before its variants are expanded (a format's own layout
+    # into the family's), so that the rewritten fields expand, collapse and key as written.
+    normalise_input: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # For a family whose cases may be checked by an evaluator LLM: the evaluator's prompt for
+    # a case, given the configured one (None: the default), or None where the case needs no
+    # evaluator. A test taking the `evaluator` fixture then keys such a case by the
+    # evaluator's fingerprint and this prompt, and skips it when no evaluator is available.
+    evaluator_prompt: Callable[[Case, str | None], str | None] | None = None
     # The fingerprint of the corpus or dataset a case reads; part of its result key.
     corpus_fingerprint: Callable[[Case], str] | None = None
     # The model of the details an iteration records, where the report or the CLI reads them.

@@ -12,7 +12,8 @@ A sample scores r = TD + BU (formula `current`) or (TD + BU)/2 - |TD - BU| (`leg
 RSS = 500 * r. A case's score is the flat mean over all samples of all lengths.
 
 Chunk text is cut in whitespace words, independently of any model, so every model sees the
-same text; a model with a short context then shows its loss in native mode.
+same text; a model with a short context then shows its loss in native mode. `sampling: finesse`
+samples as Finesse does instead (see `plugin.families.rss.finesse`), in the embedder's tokens.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from plugin.case import CaseInputError
+from plugin.families.rss.finesse import FINESSE_VERSION, embedder_tokenizer, finesse_sequences
 from plugin.families.rss.mergers import load_merger, mean_prefixes, merger_fingerprint
-from plugin.families.rss.text_sources import TextSource, load_documents, source_fingerprint
+from plugin.families.rss.text_sources import TextSource, load_documents, load_rows, source_fingerprint
 from plugin.keys import md5_of
 from plugin.outcome import Outcome
 
@@ -63,7 +65,12 @@ class RssInput(BaseModel):
     source: TextSource
     lengths: Lengths
     samples: int = Field(default=8, ge=1)  # per length
-    chunk_words: int = Field(ge=1)
+    # `words`: chunk_words whitespace words of a random place in distinct documents, the same
+    # text for every model; `finesse`: Finesse's own procedure, chunk_tokens of the embedder's
+    # tokenizer per chunk (and in merger mode, each chunk is seen through the merger too).
+    sampling: Literal["words", "finesse"] = "words"
+    chunk_words: int | None = Field(default=None, ge=1)
+    chunk_tokens: int | None = Field(default=None, ge=1)
     mode: Literal["native", "merger"] = "native"
     merger: str = "mean"  # merger mode only; see plugin/families/mergers.py
     formula: Literal["current", "legacy"] = "current"
@@ -72,6 +79,14 @@ class RssInput(BaseModel):
     # Latency is measured on this many samples per length (each timed batch on its own, after
     # a warm-up); the rest are embedded in one batch, which is what keeps the harness fast.
     timed_samples: int = Field(default=1, ge=0)
+
+    @model_validator(mode="after")
+    def chunk_size_of_its_sampling(self) -> RssInput:
+        if self.sampling == "words" and (self.chunk_words is None or self.chunk_tokens is not None):
+            raise ValueError("sampling: words takes chunk_words (and no chunk_tokens)")
+        if self.sampling == "finesse" and (self.chunk_tokens is None or self.chunk_words is not None):
+            raise ValueError("sampling: finesse takes chunk_tokens (and no chunk_words)")
+        return self
 
 
 class RssCase(BaseModel):
@@ -185,14 +200,9 @@ def probe(embedder: Any, case: Any) -> Outcome:
     import numpy as np
 
     data: RssInput = case.input
-    documents = load_documents(data.source, case.directory)
     merge = load_merger(data.merger, case.directory) if data.mode == "merger" and data.merger != "mean" else None
     # Every length is sampled before anything is embedded: a source too small fails at once.
-    sequences = [
-        sequence
-        for length in data.lengths.values
-        for sequence in sample_sequences(documents, length, data.samples, data.chunk_words, data.seed)
-    ]
+    sequences = _sequences(embedder, case)
     timed = [index for index, _ in enumerate(sequences) if index % data.samples < data.timed_samples]
     latencies = {index: _time_sample(embedder, sequences[index], data, merge) for index in timed}
     # The rest in one batched call: the timed samples' texts are cached by now, nothing is
@@ -204,9 +214,28 @@ def probe(embedder: Any, case: Any) -> Outcome:
         mine = [next(vectors) for _ in _texts(sequence, data)]
         chunks = np.stack(mine[: len(sequence)])
         syntheses = _syntheses(chunks, mine[len(sequence) :], data, merge)
+        if data.sampling == "finesse" and data.mode == "merger":  # Finesse's merger perspective
+            chunks = np.stack([_syntheses(chunks[j : j + 1], [], data, merge)[0] for j in range(len(chunks))])
         td, bu, rss = sample_score(syntheses, chunks, data.formula, data.quantiles)
         results.append(SampleResult(len(sequence), td, bu, rss, *latencies.get(index, (None, None))))
     return summarise(results, data, embedder)
+
+
+def _sequences(embedder: Any, case: Any) -> list[list[str]]:
+    """Every sample of every length, by the case's sampling."""
+    data: RssInput = case.input
+    if data.sampling == "finesse":
+        assert data.chunk_tokens is not None
+        rows = load_rows(data.source, case.directory)
+        tokenizer = embedder_tokenizer(embedder)
+        return finesse_sequences(rows, data.lengths.values, data.samples, data.chunk_tokens, data.seed, tokenizer)
+    assert data.chunk_words is not None
+    documents = load_documents(data.source, case.directory)
+    return [
+        sequence
+        for length in data.lengths.values
+        for sequence in sample_sequences(documents, length, data.samples, data.chunk_words, data.seed)
+    ]
 
 
 def _texts(sequence: list[str], data: RssInput) -> list[str]:
@@ -265,7 +294,11 @@ def summarise(results: list[SampleResult], data: RssInput, embedder: Any) -> Out
         formula=data.formula,
         quantiles=data.quantiles,
         mode=data.mode if data.mode == "native" else f"merger:{data.merger}",
-        chunking=f"{data.chunk_words} {CHUNKING}",
+        chunking=(
+            f"{data.chunk_words} {CHUNKING}"
+            if data.sampling == "words"
+            else f"{data.chunk_tokens} tokens of the embedder's tokenizer (Finesse {FINESSE_VERSION} sampling)"
+        ),
         by_length=by_length,
         samples=[{"length": r.length, "rss": _round(r.rss), "td": _round(r.td), "bu": _round(r.bu)} for r in results],
         latency_ms={

@@ -1,8 +1,11 @@
 """Where probe texts come from: a built-in source, local parquet or jsonl files, or an HF dataset.
 
-A source is a list of documents (plain strings). Each source has a fingerprint that goes into
-the result key, so changed text means new results; it is cheap to compute (file bytes, never
-parsed), because it is computed for every item at collection, cached runs included.
+A source is a list of rows, each an ordered list of atomic chunks: a string column gives one
+chunk per row, a list-valued column (Finesse's `beads`) its chunks in order. `group_by` joins the
+rows that share a field's value (Finesse's `string_id`) into one, in row order. A document is a
+row's chunks joined by spaces. Each source has a fingerprint that goes into the result key, so
+changed text means new results; it is cheap to compute (file bytes, never parsed), because it
+is computed for every item at collection, cached runs included.
 
 Every problem a user can cause (a missing file, a missing column, an empty source, a dataset
 that cannot be loaded) raises `CaseInputError` with one line.
@@ -47,7 +50,8 @@ class TextSource(BaseModel):
     config: str | None = None
     split: str = "train"
     revision: str | None = None
-    text_field: str = "text"
+    text_field: str = "text"  # strings, or lists of strings (atomic chunks, in order)
+    group_by: str | None = None  # rows with the same value of this field form one document
 
     @model_validator(mode="after")
     def one_kind(self) -> TextSource:
@@ -69,9 +73,18 @@ def source_fingerprint(source: TextSource, directory: Path) -> str:
     return _fingerprint(canonical_json(source.model_dump()), str(directory), _stamp(source, directory))
 
 
+def load_rows(source: TextSource, directory: Path) -> list[tuple[str, ...]]:
+    """Every row (or group) of the source as its chunks, in file order, empty ones included:
+    a procedure that shuffles row positions (Finesse's) must see the rows as they are."""
+    rows = _rows(canonical_json(source.model_dump()), str(directory), source_fingerprint(source, directory))
+    if not any(" ".join(row).strip() for row in rows):
+        raise CaseInputError(f"{source.label}: no documents (empty source)")
+    return list(rows)
+
+
 def load_documents(source: TextSource, directory: Path) -> list[str]:
-    """The source's documents, read once per process and version of its files."""
-    return list(_documents(canonical_json(source.model_dump()), str(directory), source_fingerprint(source, directory)))
+    """The source's non-empty documents, read once per process and version of its files."""
+    return [text for text in (" ".join(row) for row in load_rows(source, directory)) if text.strip()]
 
 
 def _stamp(source: TextSource, directory: Path) -> tuple[tuple[str, int, int], ...]:
@@ -92,15 +105,17 @@ def _fingerprint(source_json: str, directory: str, stamp: tuple[tuple[str, int, 
     if source.builtin:
         files = _python_docs_files()
         return md5_of({"builtin": source.builtin, "version": BUILTIN_VERSION, "files": _hash_files(files)})
+    grouped = {"group_by": source.group_by} if source.group_by else {}  # absent: older keys stay
     if source.files:
-        return md5_of({"files": _hash_files(_local_files(source, Path(directory))), "field": source.text_field})
+        hashed = _hash_files(_local_files(source, Path(directory)))
+        return md5_of({"files": hashed, "field": source.text_field, **grouped})
     assert source.hf is not None
     local = Path(directory, source.hf)
     if local.is_dir():  # a dataset folder on disk: its files are the content
         files = sorted(p for p in local.rglob("*") if p.is_file())
-        return md5_of({"hf_folder": _hash_files(files, base=local), **_hf_settings(source)})
+        return md5_of({"hf_folder": _hash_files(files, base=local), **_hf_settings(source), **grouped})
     # A hub dataset cannot be hashed without downloading it: pin `revision` for stable keys.
-    return md5_of({"hf": source.hf, **_hf_settings(source)})
+    return md5_of({"hf": source.hf, **_hf_settings(source), **grouped})
 
 
 def _hf_settings(source: TextSource) -> dict[str, str | None]:
@@ -115,18 +130,13 @@ def _hash_files(files: list[Path], base: Path | None = None) -> list[tuple[str, 
 
 
 @lru_cache(maxsize=8)
-def _documents(source_json: str, directory: str, fingerprint: str) -> tuple[str, ...]:
+def _rows(source_json: str, directory: str, fingerprint: str) -> tuple[tuple[str, ...], ...]:
     source = TextSource.model_validate_json(source_json)
     if source.builtin:
-        documents = _python_docs()
-    elif source.files:
-        documents = _read_files(source, Path(directory))
-    else:
-        documents = _read_hf(source, Path(directory))
-    documents = [d for d in documents if d.strip()]
-    if not documents:
-        raise CaseInputError(f"{source.label}: no documents (empty source)")
-    return tuple(documents)
+        return tuple((document,) for document in _python_docs())
+    if source.files:
+        return tuple(_read_files(source, Path(directory)))
+    return tuple(_read_hf(source, Path(directory)))
 
 
 def _matches(pattern: str, directory: Path) -> list[Path]:
@@ -155,7 +165,7 @@ def _format_of(path: Path) -> str:
     raise CaseInputError(f"text source file {path.name}: unknown format (use .jsonl, .json or .parquet)")
 
 
-def _read_files(source: TextSource, directory: Path) -> list[str]:
+def _read_files(source: TextSource, directory: Path) -> list[tuple[str, ...]]:
     files = _local_files(source, directory)
     formats = {_format_of(f) for f in files}
     if len(formats) > 1:
@@ -169,7 +179,7 @@ def _read_files(source: TextSource, directory: Path) -> list[str]:
     return _column(dataset, source)
 
 
-def _read_hf(source: TextSource, directory: Path) -> list[str]:
+def _read_hf(source: TextSource, directory: Path) -> list[tuple[str, ...]]:
     from datasets import load_dataset
 
     local = Path(directory, source.hf or "")
@@ -181,13 +191,41 @@ def _read_hf(source: TextSource, directory: Path) -> list[str]:
     return _column(dataset, source)
 
 
-def _column(dataset: object, source: TextSource) -> list[str]:
+def _column(dataset: object, source: TextSource) -> list[tuple[str, ...]]:
+    """Each row's chunks; with `group_by`, each group's, in order of first appearance."""
     columns = list(getattr(dataset, "column_names", []) or [])
-    if source.text_field not in columns:
-        raise CaseInputError(
-            f"{source.label}: no column '{source.text_field}' (columns: {', '.join(columns) or 'none'})"
-        )
-    return [str(text) for text in dataset[source.text_field] if text is not None]  # type: ignore[index]
+    for name in (source.text_field, source.group_by):
+        if name is not None and name not in columns:
+            raise CaseInputError(f"{source.label}: no column '{name}' (columns: {', '.join(columns) or 'none'})")
+    rows = [_chunks(value, index, source) for index, value in enumerate(dataset[source.text_field])]  # type: ignore[index]
+    if source.group_by is None:
+        return rows
+    groups: dict[str, list[str]] = {}
+    for index, (key, chunks) in enumerate(zip(dataset[source.group_by], rows, strict=True)):  # type: ignore[index]
+        if key is None:
+            raise CaseInputError(f"{source.label}: row {index + 1} has no '{source.group_by}' to group by")
+        groups.setdefault(str(key), []).extend(chunks)
+    return [tuple(chunks) for chunks in groups.values()]
+
+
+def _chunks(value: object, index: int, source: TextSource) -> tuple[str, ...]:
+    """A cell of the text column as atomic chunks: a string is one, a list of strings is its
+    elements in order, a missing value none. Anything else is an error, never its repr."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    kind = (
+        f"a list holding {type(next(i for i in value if not isinstance(i, str))).__name__}"
+        if isinstance(value, list)
+        else type(value).__name__
+    )
+    raise CaseInputError(
+        f"{source.label}: column '{source.text_field}' row {index + 1} holds {kind}; "
+        "a text column holds strings or lists of strings"
+    )
 
 
 def _first_line(error: BaseException) -> str:
