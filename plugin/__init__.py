@@ -13,7 +13,9 @@ from plugin.hooks import (
     pytest_generate_tests,
     pytest_pyfunc_call,
     pytest_report_header,
+    pytest_report_teststatus,
     pytest_runtest_makereport,
+    pytest_sessionstart,
 )
 from plugin.outcome import Outcome
 
@@ -31,6 +33,8 @@ __all__ = [
     "pytest_generate_tests",
     "pytest_pyfunc_call",
     "pytest_report_header",
+    "pytest_report_teststatus",
+    "pytest_sessionstart",
     "pytest_runtest_makereport",
     "record",
     "retriever",
