@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from project import write
+from project import assert_outcomes, write
 
 from plugin.families import rag
 
@@ -197,12 +197,12 @@ def test_all_six_kinds_run_unchanged_with_the_evaluator_on_the_local_server(bioc
 def test_without_an_evaluator_only_the_implicit_cases_are_skipped_with_the_reason(biochatter, server):
     write(biochatter.path / "benchmark/models.yaml", models(server.base_url, evaluator=""))
     result = run(biochatter, "-rs")
-    result.assert_outcomes(passed=LLM_ITEMS - 2 + BOW_ITEMS, skipped=2)
+    assert_outcomes(result, passed=LLM_ITEMS - 2 + BOW_ITEMS, skipped=2)
     result.stdout.fnmatch_lines(["*needs an evaluator LLM: no evaluator chosen (give --evaluator ID*"])
     assert "ERROR" not in result.stdout.str() and "Traceback" not in result.stdout.str()
     # --evaluator names one on the command line; the judged items run, the others are cached
     result = run(biochatter, "--evaluator", "judge-llm")
-    result.assert_outcomes(passed=2, skipped=LLM_ITEMS - 2 + BOW_ITEMS)
+    assert_outcomes(result, passed=2, cached=LLM_ITEMS - 2 + BOW_ITEMS)
 
 
 def test_an_unknown_evaluator_is_one_usage_line(biochatter):
@@ -216,7 +216,7 @@ def test_the_evaluator_and_its_instruction_key_exactly_the_items_it_judges(bioch
     setting = f"evaluator: {{model: judge-llm, instruction: '{EVALUATOR_INSTRUCTION}'}}\n"
     write(biochatter.path / "benchmark/models.yaml", models(server.base_url, evaluator=setting))
     result = run(biochatter)
-    result.assert_outcomes(passed=2, skipped=LLM_ITEMS - 2 + BOW_ITEMS)
+    assert_outcomes(result, passed=2, cached=LLM_ITEMS - 2 + BOW_ITEMS)
     last = evaluator_requests(server)[-1]
     assert last["body"]["messages"][0]["content"].startswith("Judge whether this reply answers the question How far")
 

@@ -529,7 +529,7 @@ def test_a_cached_rerun_imports_no_parser_and_a_changed_corpus_reruns(project):
         "print('HEAVY', heavy, 'CODE', int(code))\n"
     )
     result = project.run(sys.executable, "-c", script)
-    result.stdout.fnmatch_lines(["*18 skipped*", "HEAVY [[][]] CODE 0"])
+    result.stdout.fnmatch_lines(["*18 cached*", "HEAVY [[][]] CODE 0"])
     write(project.path / "benchmark" / "data" / "tiny" / "web" / "slug.js", "function slugify(t) { return t; }\n")
     project.runpytest("benchmark", "-p", "no:cacheprovider").assert_outcomes(passed=ITEMS)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from project import models_yaml, write
+from project import assert_outcomes, models_yaml, write
 
 
 def rows(bench) -> list[dict]:
@@ -22,7 +22,7 @@ def test_a_duplicate_settings_id_gets_its_own_full_set_of_rows(bench, server):
         models_yaml(server.base_url, extra="  - id: bow-again\n    kind: embedder\n    builtin: bow\n"),
     )
     result = bench.runpytest(*run)
-    result.assert_outcomes(passed=2, skipped=2)  # bow's own rows are cached; bow-again computes its own
+    assert_outcomes(result, passed=2, cached=2)  # bow's own rows are cached; bow-again computes its own
     stored = rows(bench)
     mine = {r["item"]: r for r in stored if r["model"] == "bow-again"}
     theirs = {r["item"]: r for r in stored if r["model"] == "bow"}
@@ -32,4 +32,4 @@ def test_a_duplicate_settings_id_gets_its_own_full_set_of_rows(bench, server):
     # and both are ranked on their full sets: equal means, equal counts
     table = [line.split() for line in result.outlines if line.split()[1:2] in (["bow"], ["bow-again"])]
     assert len(table) == 2 and table[0][2:] == table[1][2:]
-    bench.runpytest(*run).assert_outcomes(skipped=4)
+    assert_outcomes(bench.runpytest(*run), cached=4)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from project import SMALL_CASES, models_yaml, write
+from project import SMALL_CASES, assert_outcomes, models_yaml, write
 
 from plugin.testing.openai_server import Reply
 
@@ -65,7 +65,7 @@ def test_a_second_run_skips_everything_as_cached_before_any_model_is_built(bench
     calls = server.count()
     before = (bench.path / "benchmark/results/rag_interpretation.jsonl").read_text()
     result = run(bench, "-rs")
-    result.assert_outcomes(skipped=ALL_ITEMS)
+    assert_outcomes(result, cached=ALL_ITEMS)
     result.stdout.fnmatch_lines(["*cached*"])
     assert server.count() == calls
     assert (bench.path / "benchmark/results/rag_interpretation.jsonl").read_text() == before
@@ -86,7 +86,7 @@ def test_changing_one_case_reruns_exactly_its_items_and_reformatting_reruns_noth
     data = bench.path / "benchmark/data/rag_interpretation_data.yaml"
     data.write_text(SMALL_CASES.replace("The earth is a globe.", "The moon orbits the earth."))
     result = run(bench)
-    result.assert_outcomes(passed=3, skipped=ALL_ITEMS - 3)  # pathway_no: 2 variants for the LLM, 1 for bow
+    assert_outcomes(result, passed=3, cached=ALL_ITEMS - 3)  # pathway_no: 2 variants for the LLM, 1 for bow
     assert len(rows(bench)) == ALL_ITEMS  # replaced, not added
     import yaml
 
@@ -94,7 +94,7 @@ def test_changing_one_case_reruns_exactly_its_items_and_reformatting_reruns_noth
     for case in reordered["rag_interpretation"]:
         case["input"] = dict(reversed(list(case["input"].items())))
     data.write_text(yaml.safe_dump(reordered, sort_keys=True, width=60))
-    run(bench).assert_outcomes(skipped=ALL_ITEMS)
+    assert_outcomes(run(bench), cached=ALL_ITEMS)
 
 
 def test_k_selects_by_model_case_and_variant(bench, server):
@@ -129,7 +129,7 @@ def test_results_dir_keeps_the_default_store_untouched(bench, server, tmp_path):
     run(bench, "--results-dir", str(other)).assert_outcomes(passed=ALL_ITEMS)
     assert not (bench.path / "benchmark/results/rag_interpretation.jsonl").exists()
     assert len((other / "rag_interpretation.jsonl").read_text().splitlines()) == ALL_ITEMS
-    run(bench, "--results-dir", str(other)).assert_outcomes(skipped=ALL_ITEMS)
+    assert_outcomes(run(bench, "--results-dir", str(other)), cached=ALL_ITEMS)
 
 
 def test_model_errors_become_error_rows_and_rerun_next_time(bench, server):
@@ -144,7 +144,7 @@ def test_model_errors_become_error_rows_and_rerun_next_time(bench, server):
     result.stdout.fnmatch_lines(["*scripted*3*5*2*2*0"])  # n=3 scored, 5 items, 2 cases, 2 errors
     server.reset()
     server.answer = "yes"
-    run(bench, "-k", "scripted").assert_outcomes(passed=2, skipped=3)  # only the errors rerun
+    assert_outcomes(run(bench, "-k", "scripted"), passed=2, cached=3)  # only the errors rerun
     assert all(r["status"] == "ok" for r in rows(bench))
 
 
@@ -223,7 +223,7 @@ def test_a_deleted_case_leaves_the_store_at_the_end_of_the_next_run(bench, serve
     data = bench.path / "benchmark/data/rag_interpretation_data.yaml"
     text = SMALL_CASES.split("  - case: capital_answer")[0]
     data.write_text(text)
-    run(bench).assert_outcomes(skipped=ALL_ITEMS - 1)
+    assert_outcomes(run(bench), cached=ALL_ITEMS - 1)
     assert "capital_answer" not in {r["item"] for r in rows(bench)}
 
 
@@ -363,7 +363,7 @@ def test_a_corpus_fingerprint_keys_results_and_a_missing_corpus_is_one_line(benc
     assert "Traceback" not in result.stdout.str()
     stored = {r["item"]: r for r in rows_of(bench, "toy")}
     assert stored["absent"]["status"] == "error" and stored["present"]["status"] == "ok"
-    run(bench, *toy).assert_outcomes(skipped=1, failed=1)
+    assert_outcomes(run(bench, *toy), cached=1, failed=1)
     write(bench.path / "corpus.txt", "second version")  # a changed corpus means a new result
     run(bench, *toy).assert_outcomes(passed=1, failed=1)
 
@@ -405,5 +405,5 @@ def test_rows_of_a_model_no_longer_in_models_yaml_are_kept(bench, server):
     run(bench).assert_outcomes(passed=ALL_ITEMS)
     without_bow = models_yaml(server.base_url).split("  - id: bow")[0]
     write(bench.path / "benchmark/models.yaml", without_bow)
-    run(bench).assert_outcomes(skipped=LLM_ITEMS + 1)  # and "no embedder in the matrix"
+    assert_outcomes(run(bench), cached=LLM_ITEMS, skipped=1)  # and "no embedder in the matrix"
     assert len([r for r in rows(bench) if r["model"] == "bow"]) == EMBEDDER_ITEMS
