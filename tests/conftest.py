@@ -21,7 +21,17 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 import numpy  # noqa: E402,F401
 import scipy.stats  # noqa: E402,F401
 
+# The report's modules too: a pytester run that first imports them would take them away again,
+# and the report's blocks would then be classes of two module copies.
+import plugin.report.aggregate  # noqa: E402,F401
+import plugin.report.content  # noqa: E402,F401
+import plugin.report.document  # noqa: E402,F401
+import plugin.report.plots  # noqa: E402,F401
+import plugin.report.terminal  # noqa: E402,F401
+from plugin.families import all_families  # noqa: E402
 from plugin.models.litellm_provider import import_litellm  # noqa: E402
+
+all_families()  # the shipped families' modules, for the same reason
 
 import_litellm()
 
