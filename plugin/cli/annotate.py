@@ -132,6 +132,7 @@ def _hidden(args: argparse.Namespace) -> bool | None:
 def _judges(args: argparse.Namespace, registry: Any) -> tuple[list[Any], Any]:
     from plugin.cli import CommandError
     from plugin.models.client import ModelError
+    from plugin.models.providers.ensemble import EnsembleSpec
     from plugin.models.spec import ModelsFileError, load_models, select_models
     from plugin.zelo.annotate import JudgeModel
 
@@ -150,9 +151,9 @@ def _judges(args: argparse.Namespace, registry: Any) -> tuple[list[Any], Any]:
     try:
         for model_id in wanted:
             spec = specs[model_id]
-            if spec.ensemble is not None:
+            if isinstance(spec, EnsembleSpec):
                 rules.append(spec.combine)
-            for member in spec.members if spec.ensemble is not None else [spec]:
+            for member in spec.members or [spec]:
                 judges[member.id] = JudgeModel(member.id, registry.build(member), member.output_fingerprint())
     except ModelError as error:
         raise CommandError(str(error)) from None
