@@ -116,7 +116,7 @@ class ModelSpec(BaseModel):
             from plugin.models.providers import makers_of
 
             return f"a retriever is {makers_of('retriever')}"
-        kinds = " or ".join(f"{'an' if k[0] in 'aeiou' else 'a'} {k}" for k in self.kinds)
+        kinds = " or ".join(f"{'an' if k[0] in 'aeiou' or k == 'llm' else 'a'} {k}" for k in self.kinds)
         return f"a {self.key or self.provider} model is {kinds}"
 
     # -- what a provider implements ------------------------------------------------------------
