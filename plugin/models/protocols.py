@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import numpy as np
 
-    from plugin.models.spec import ModelSpec
 
 Messages = list[dict[str, str]]
 
@@ -60,7 +59,6 @@ class Retriever(Model, Protocol):
 class Embedder(Retriever, Protocol):
     """An embedding model (fixture `embedder`): unit-length float32 rows, through the cache."""
 
-    spec: ModelSpec
 
     def embed_documents(self, texts: list[str]) -> np.ndarray: ...
 
