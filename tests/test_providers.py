@@ -217,3 +217,15 @@ def test_the_fixtures_protocols_fit_the_built_in_models(monkeypatch):
     ensemble = Ensemble(ModelSpec(id="e", kind="ensemble", ensemble=["c", "d"]), [chat, chat])
     assert isinstance(ensemble, JudgeEnsemble) and not isinstance(chat, JudgeEnsemble)
     registry.close()
+
+
+def test_an_xinference_model_is_reached_through_a_litellm_spec_of_its_running_uid(monkeypatch):
+    monkeypatch.setenv("XI_HOST", "http://10.0.0.7:9997")
+    fields = {"xinference": "qwen", "endpoint": "${XI_HOST}/v1", "api_key_env": "XI_KEY", "timeout": 5}
+    llm = ModelSpec(id="x", kind="llm", params={"temperature": 0}, **fields).route("qwen-1a2b")
+    embedder = ModelSpec(id="y", kind="embedder", batch_size=8, query_prefix="q: ", **fields).route("mini-3c4d")
+    assert (llm.provider, embedder.provider) == ("litellm", "litellm_embedder")
+    assert llm.litellm == "openai/qwen-1a2b" and llm.api_base == "http://10.0.0.7:9997/v1"
+    assert (llm.params, llm.timeout, llm.api_key_env) == ({"temperature": 0}, 5, "XI_KEY")
+    # the embedder applies its prefixes itself, under its own fingerprint: the route has none
+    assert embedder.batch_size == 8 and embedder.query_prefix == ""
