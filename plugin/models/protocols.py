@@ -59,7 +59,6 @@ class Retriever(Model, Protocol):
 class Embedder(Retriever, Protocol):
     """An embedding model (fixture `embedder`): unit-length float32 rows, through the cache."""
 
-
     def embed_documents(self, texts: list[str]) -> np.ndarray: ...
 
     def embed_queries(self, texts: list[str]) -> np.ndarray: ...

@@ -70,10 +70,10 @@ def providers() -> dict[str, Provider]:
         for point in entry_points(group=ENTRY_POINT_GROUP):
             try:
                 point.load()
-            except ImportError as error:
-                missing = getattr(error, "name", None)
-                hint = f": pip install {missing}" if missing else f": {error}"
-                _broken[point.name] = f"provider '{point.name}' ({point.value}) cannot be imported{hint}"
+            except Exception as error:  # a broken third-party module must not stop every run
+                missing = getattr(error, "name", None) if isinstance(error, ImportError) else None
+                hint = f"pip install {missing}" if missing else f"{type(error).__name__}: {error}".splitlines()[0]
+                _broken[point.name] = f"provider '{point.name}' ({point.value}) cannot be imported: {hint}"
     return dict(_providers)
 
 
