@@ -57,7 +57,7 @@ class ModelSpec(BaseModel):
     outputs) and, where it has more to check than the variables, `unavailable`.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # intermediate classes are never built
 
     # How models.yaml names the provider: the key an entry carries (and, for `builtin:`, the
     # value that key must have). An entry may also name its provider outright: `provider: toy`.
