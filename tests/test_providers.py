@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -229,3 +230,18 @@ def test_an_xinference_model_is_reached_through_a_litellm_spec_of_its_running_ui
     assert (llm.params, llm.timeout, llm.api_key_env) == ({"temperature": 0}, 5, "XI_KEY")
     # the embedder applies its prefixes itself, under its own fingerprint: the route has none
     assert embedder.batch_size == 8 and embedder.query_prefix == ""
+
+
+def test_a_provider_module_beside_the_benchmark_joins_the_matrix(bench, server):
+    """One module and a line that imports it: its model runs, is stored and is ranked."""
+    (bench.path / "toy_provider.py").write_text(textwrap.dedent(TOY_PROVIDER))
+    bench.makeconftest(
+        'pytest_plugins = ["plugin"]\n\nimport toy_provider  # noqa: F401  (registers the toy provider)\n'
+    )
+    with (bench.path / "benchmark" / "models.yaml").open("a") as models:
+        models.write("  - id: loud\n    kind: llm\n    toy: 1\n")
+    result = bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-k", "loud")
+    result.assert_outcomes(passed=5)
+    stored = [json.loads(line) for line in (bench.path / "benchmark/results/rag_interpretation.jsonl").open()]
+    assert {r["model"] for r in stored} == {"loud"} and not any(r["errors"] for r in stored)
+    result.stdout.fnmatch_lines(["*ragmatrix leaderboard*", "loud*rag_interpretation*"])
