@@ -8,7 +8,7 @@ import pytest
 from project import models_yaml, write
 
 from plugin import secrets
-from plugin.models.spec import ModelSpec, load_models
+from plugin.models.spec import ModelSpec, load_models, select_models
 from plugin.testing.openai_server import Reply
 
 KEY = "hunter2-local-access-42"  # no key shape, and LOCAL_LLM_AUTH is not named like a secret
@@ -83,3 +83,11 @@ def test_a_key_is_redacted_from_an_error_whatever_its_variable(name, monkeypatch
     path.write_text(f"models:\n  - {{id: a, kind: llm, litellm: openai/x, api_key_env: {name}}}\n")
     load_models(path)
     assert secrets.redact(f"401: Incorrect API key provided: {KEY}.") == "401: Incorrect API key provided: ***."
+
+
+def test_a_left_out_models_reason_hides_a_server_address_read_from_a_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_PRIVATE_HOST", "http://127.0.0.1:9/private-path")
+    path = tmp_path / "models.yaml"
+    path.write_text("models:\n  - {id: a, kind: llm, litellm: openai/x, api_base: '${MY_PRIVATE_HOST}/v1'}\n")
+    reason = select_models(load_models(path), None).left_out["a"]
+    assert reason.startswith("server ***/v1 unreachable (") and "private-path" not in reason

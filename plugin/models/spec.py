@@ -25,7 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from plugin.cases import SAFE_LOADER
-from plugin.secrets import refer_to
+from plugin.secrets import redact, refer_to
 
 if TYPE_CHECKING:
     from plugin.models.protocols import Model
@@ -281,7 +281,7 @@ def select_models(specs: list[ModelSpec], wanted: list[str] | None, probe: bool 
     for spec in specs:
         reason = unavailable_reason(spec, probe=probe)
         if reason:
-            chosen.left_out[spec.id] = reason
+            chosen.left_out[spec.id] = redact(reason)  # the session header shows it
         else:
             chosen.available.append(spec)
     return chosen
