@@ -2,21 +2,22 @@
 
 `llm`, `embedder`, `judge` and `retriever` are parametrized indirectly by the plugin with model specs;
 the model itself is built here, once per process, when the first test that needs it runs,
-never at collection.
+never at collection. Their types are the protocols of `plugin.models.protocols`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 import pytest
 
 from plugin.evaluator import Evaluator
+from plugin.models.protocols import ChatModel, Embedder, Judge, Model, Retriever
 from plugin.runner import Recorder
 from plugin.session import get_state
 
 
-def _build(request: pytest.FixtureRequest) -> Any:
+def _build(request: pytest.FixtureRequest) -> Model:
     spec = getattr(request, "param", None)
     if spec is None:
         pytest.fail(
@@ -26,29 +27,29 @@ def _build(request: pytest.FixtureRequest) -> Any:
 
 
 @pytest.fixture
-def llm(request: pytest.FixtureRequest) -> Any:
-    """An LLM from models.yaml (a `ChatModel`)."""
-    return _build(request)
+def llm(request: pytest.FixtureRequest) -> ChatModel:
+    """An LLM from models.yaml."""
+    return cast(ChatModel, _build(request))
 
 
 @pytest.fixture
-def embedder(request: pytest.FixtureRequest) -> Any:
-    """An embedding model from models.yaml (an `Embedder`)."""
-    return _build(request)
+def embedder(request: pytest.FixtureRequest) -> Embedder:
+    """An embedding model from models.yaml."""
+    return cast(Embedder, _build(request))
 
 
 @pytest.fixture
-def judge(request: pytest.FixtureRequest) -> Any:
+def judge(request: pytest.FixtureRequest) -> Judge:
     """Any model that can compare: an LLM, an ensemble of LLMs, an embedder or a retriever."""
-    return _build(request)
+    return cast(Judge, _build(request))
 
 
 @pytest.fixture
-def retriever(request: pytest.FixtureRequest) -> Any:
+def retriever(request: pytest.FixtureRequest) -> Retriever:
     """Any model that ranks documents for a query: an embedder, or a retriever such as BM25.
     Both offer `similarities(query, documents)`, `score_matrix(queries, documents)` and
     `index_documents(documents).score(queries)`."""
-    return _build(request)
+    return cast(Retriever, _build(request))
 
 
 @pytest.fixture

@@ -138,11 +138,11 @@ def test_the_fingerprint_follows_a_copy_with_other_settings():
 
 
 def test_a_builtin_baselines_version_is_part_of_its_fingerprint(monkeypatch):
-    from plugin.models import spec as spec_module
+    from plugin.models.providers import bm25 as bm25_provider
 
     bm25 = ModelSpec(id="b", kind="retriever", builtin="bm25")
     before = bm25.output_fingerprint()
-    monkeypatch.setitem(spec_module.BUILTIN_VERSIONS, "bm25", 2)
+    monkeypatch.setattr(bm25_provider, "VERSION", 2)
     assert ModelSpec(id="b", kind="retriever", builtin="bm25").output_fingerprint() != before
 
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from plugin.models.spec import ModelSpec
-
 if TYPE_CHECKING:
     import numpy as np
 
-# Changing tokenizing, K1 or B means bumping BUILTIN_VERSIONS["bm25"] in plugin/models/spec.py.
+    from plugin.models.spec import ModelSpec
+
+# Changing tokenizing, K1 or B means bumping VERSION in plugin/models/providers/bm25.py.
 K1 = 1.5
 B = 0.75
 

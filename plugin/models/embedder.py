@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from plugin.models.spec import ModelSpec
+from plugin.models.spec import TextSpec
 from plugin.models.usage import current_usage
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 class Embedder:
     kind = "embedder"
 
-    def __init__(self, spec: ModelSpec, cache: EmbeddingCache | None = None) -> None:
+    def __init__(self, spec: TextSpec, cache: EmbeddingCache | None = None) -> None:
         self.spec = spec
         self.id = spec.id
         self.cache = cache

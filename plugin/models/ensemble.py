@@ -7,15 +7,16 @@ own concurrency limit, timeouts, retries and response cache.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from plugin.models.spec import ModelSpec
+if TYPE_CHECKING:
+    from plugin.models.providers.ensemble import EnsembleSpec
 
 
 class Ensemble:
     kind = "ensemble"
 
-    def __init__(self, spec: ModelSpec, members: list[Any]) -> None:
+    def __init__(self, spec: EnsembleSpec, members: list[Any]) -> None:
         self.spec = spec
         self.id = spec.id
         self.members = members

@@ -15,7 +15,7 @@ from plugin.models.embedder import Embedder, normalise_rows
 if TYPE_CHECKING:
     import numpy as np
 
-# Changing either means bumping BUILTIN_VERSIONS["bow"] in plugin/models/spec.py.
+# Changing either means bumping VERSION in plugin/models/providers/bow.py.
 TOKEN = re.compile(r"[a-z0-9]+")
 DIMENSIONS = 4096
 

@@ -13,16 +13,19 @@ from plugin.models import aio
 from plugin.models.client import ModelError, RetryPolicy, call
 from plugin.models.embedder import Embedder, normalise_rows
 from plugin.models.litellm_provider import LitellmChat
-from plugin.models.spec import ModelSpec, expand_env
+from plugin.models.spec import expand_env
 
 if TYPE_CHECKING:
     import numpy as np
 
     from plugin.models.embedding_cache import EmbeddingCache
+    from plugin.models.providers.litellm_embedder import LitellmEmbedderSpec
 
 
 class LitellmEmbedder(Embedder):
-    def __init__(self, spec: ModelSpec, cache: EmbeddingCache | None = None) -> None:
+    spec: LitellmEmbedderSpec
+
+    def __init__(self, spec: LitellmEmbedderSpec, cache: EmbeddingCache | None = None) -> None:
         super().__init__(spec, cache)
         # The chat provider knows how to reach the model and how to classify its failures.
         self.connection = LitellmChat(spec)

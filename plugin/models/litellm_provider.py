@@ -8,11 +8,14 @@ place (`plugin.models.client`), where 429s stay visible to the limiter.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from plugin.models.client import Failure, is_retryable_status, parse_retry_after
-from plugin.models.spec import ModelSpec, expand_env
+from plugin.models.spec import expand_env
 from plugin.secrets import redact
+
+if TYPE_CHECKING:
+    from plugin.models.providers.litellm_chat import LitellmSpec
 
 NO_KEY = "no-key"  # OpenAI-compatible servers often need none, but the SDK insists on one
 
@@ -30,7 +33,7 @@ def import_litellm() -> Any:
 
 
 class LitellmChat:
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: LitellmSpec) -> None:
         self.spec = spec
         self.litellm = import_litellm()
 

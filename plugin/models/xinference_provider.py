@@ -13,12 +13,12 @@ import os
 import secrets
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from plugin.models.chat import ChatModel
 from plugin.models.client import ModelError
 from plugin.models.embedder import Embedder
-from plugin.models.spec import ModelSpec, expand_env
+from plugin.models.spec import expand_env
 from plugin.secrets import redact
 
 if TYPE_CHECKING:
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from plugin.cache import SqliteCache
     from plugin.models.embedding_cache import EmbeddingCache
     from plugin.models.litellm_embedder import LitellmEmbedder
+    from plugin.models.providers.litellm_chat import LitellmSpec
+    from plugin.models.providers.litellm_embedder import LitellmEmbedderSpec
+    from plugin.models.providers.xinference import XinferenceSpec
 
 T = TypeVar("T")
 MODEL_TYPES = {"embedder": "embedding", "llm": "LLM"}
@@ -35,7 +38,7 @@ MODEL_TYPES = {"embedder": "embedding", "llm": "LLM"}
 class XinferenceServer:
     """One model of models.yaml on its Xinference server."""
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: XinferenceSpec) -> None:
         self.spec = spec
         self.name = expand_env(str(spec.xinference))
         self.endpoint = spec.resolved_endpoint() or ""
@@ -121,18 +124,18 @@ class XinferenceServer:
             pass
         self.uid = None
 
-    def route(self) -> ModelSpec:
+    def route(self) -> LitellmSpec:
         """The spec that reaches the running model through the server's OpenAI-compatible API."""
-        return self.spec.model_copy(
-            update={"litellm": f"openai/{self.model_uid()}", "api_base": f"{self.endpoint}/v1", "xinference": None}
-        )
+        return cast("LitellmSpec", self.spec.route(self.model_uid()))
 
 
 class XinferenceEmbedder(Embedder):
     """Finds or launches its model on the first text the embedding cache cannot serve, then
     embeds batches of `batch_size` texts through litellm's OpenAI route."""
 
-    def __init__(self, spec: ModelSpec, cache: EmbeddingCache | None = None) -> None:
+    spec: XinferenceSpec
+
+    def __init__(self, spec: XinferenceSpec, cache: EmbeddingCache | None = None) -> None:
         super().__init__(spec, cache)
         self.server = XinferenceServer(spec)
         self._backend: LitellmEmbedder | None = None
@@ -143,7 +146,7 @@ class XinferenceEmbedder(Embedder):
             from plugin.models.litellm_embedder import LitellmEmbedder
 
             # No cache or prefixes there: this class applies both, under the spec's fingerprint.
-            self._backend = LitellmEmbedder(self.server.route(), cache=None)
+            self._backend = LitellmEmbedder(cast("LitellmEmbedderSpec", self.server.route()), cache=None)
         return self._backend
 
     @property
@@ -161,7 +164,7 @@ class XinferenceChatModel(ChatModel):
     """An LLM on Xinference, chatting through litellm's OpenAI route. The model is found or
     launched when it is built, that is when the first test that needs it runs."""
 
-    def __init__(self, spec: ModelSpec, cache: SqliteCache | None) -> None:
+    def __init__(self, spec: XinferenceSpec, cache: SqliteCache | None) -> None:
         from plugin.models.litellm_provider import LitellmChat
 
         self.server = XinferenceServer(spec)

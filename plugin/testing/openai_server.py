@@ -44,7 +44,7 @@ __all__ = ["Answer", "OpenAIServer", "Reply", "embed_text"]
 # A constant answer, or a function of the chat messages.
 Answer = str | Callable[[list[dict[str, Any]]], str]
 
-ReplyKind = Literal["text", "error", "hang", "garbage", "empty_choices", "null_content"]
+ReplyKind = Literal["text", "error", "hang", "garbage", "empty_choices", "null_content", "echo_key"]
 
 # Error `type`/`code` pairs in the shape OpenAI uses, so client-side mapping sees familiar values.
 _ERROR_KINDS: dict[int, tuple[str, str]] = {
@@ -84,6 +84,12 @@ class Reply:
     def error(cls, status: int, retry_after: float | None = None, message: str = "scripted error") -> Reply:
         """An OpenAI-style error body with HTTP `status`, plus `Retry-After` when given."""
         return cls(kind="error", status=status, retry_after=retry_after, message=message)
+
+    @classmethod
+    def echo_key(cls, status: int = 401) -> Reply:
+        """An error whose message repeats the request's API key, as some servers do: the
+        client must keep it out of everything it stores or shows."""
+        return cls(kind="echo_key", status=status)
 
     @classmethod
     def hang(cls, seconds: float) -> Reply:
@@ -456,6 +462,10 @@ class OpenAIServer:
                 reply = None
         if reply is not None and reply.kind == "error":
             self._send_error(h, reply.status, reply.message, reply.retry_after)
+            return
+        if reply is not None and reply.kind == "echo_key":
+            key = h.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+            self._send_error(h, reply.status, f"Incorrect API key provided: {key}.")
             return
         if reply is not None and reply.kind == "garbage":
             h.send_payload(200, reply.body.encode("utf-8"), content_type="text/html")

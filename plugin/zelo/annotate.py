@@ -358,6 +358,7 @@ def load_judges(
     rule that combines them: the one asked for, else a lone ensemble's own, else vote. Problems
     are AnnotateError lines naming `flag`."""
     from plugin.models.client import ModelError
+    from plugin.models.providers.ensemble import EnsembleSpec
     from plugin.models.spec import ModelsFileError, load_models, select_models
 
     if not wanted:
@@ -379,9 +380,9 @@ def load_judges(
     try:
         for model_id in wanted:
             spec = by_id[model_id]
-            if spec.ensemble is not None:
+            if isinstance(spec, EnsembleSpec):
                 rules.append(spec.combine)
-            for member in spec.members if spec.ensemble is not None else [spec]:
+            for member in spec.members or [spec]:
                 judges[member.id] = JudgeModel(member.id, registry.build(member), member.output_fingerprint())
     except ModelError as error:
         raise AnnotateError(str(error)) from None

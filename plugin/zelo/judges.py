@@ -30,7 +30,10 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
+
+if TYPE_CHECKING:
+    from plugin.models.protocols import Judge
 
 Combine = Literal["vote", "zbench_vote", "mean"]
 COMBINE_RULES: tuple[Combine, ...] = ("vote", "zbench_vote", "mean")
@@ -288,14 +291,15 @@ def sign(x: float) -> float:
     return float((x > 0) - (x < 0))
 
 
-def judge_for(model: Any, query: str, documents: Sequence[str], instruction: str) -> CaseJudge:
+def judge_for(model: Judge, query: str, documents: Sequence[str], instruction: str) -> CaseJudge:
     """The judge a model makes for one query: an ensemble, an LLM, or a similarity judge."""
-    members = getattr(model, "members", None)
-    if members is not None:
-        judges = [judge_for(m, query, documents, instruction) for m in members]
-        return EnsembleJudge(str(model.id), judges, getattr(model, "combine", "vote"))
-    if hasattr(model, "achat"):
+    from plugin.models.protocols import ChatModel, JudgeEnsemble, Retriever
+
+    if isinstance(model, JudgeEnsemble):
+        judges = [judge_for(m, query, documents, instruction) for m in model.members]
+        return EnsembleJudge(model.id, judges, cast(Combine, model.combine))
+    if isinstance(model, ChatModel):
         return LLMJudge(model, instruction, query, documents)
-    if hasattr(model, "similarities"):
+    if isinstance(model, Retriever):
         return SimilarityJudge(model, query, documents)
     raise TypeError(f"model '{getattr(model, 'id', model)}' cannot judge pairs")

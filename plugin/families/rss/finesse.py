@@ -58,8 +58,10 @@ def _hf_tokenizer(path: str) -> Tokenizer:
 
 def embedder_tokenizer(embedder: Any) -> Tokenizer:
     """The tokenizer of a local sentence-transformers embedder's model folder."""
+    from plugin.models.providers.sentence_transformers import SentenceTransformersSpec
+
     spec = getattr(embedder, "spec", None)
-    path: Path | None = spec.local_path() if spec is not None else None
+    path: Path | None = spec.local_path() if isinstance(spec, SentenceTransformersSpec) else None
     if path is None or not (path / "tokenizer_config.json").is_file():
         name = getattr(spec, "id", type(embedder).__name__)
         raise CaseInputError(

@@ -1,0 +1,86 @@
+"""What a benchmark test gets from each model fixture, whatever the provider.
+
+`ChatModel`, `Retriever` and `JudgeEnsemble` are runtime-checkable: a family may ask
+`isinstance(model, ChatModel)`. `Embedder` is not, because Python 3.11 evaluates properties
+(`context_limit`, `device_label`) to check them, and those may load a model; test embedders by
+`model.kind == "embedder"`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+Messages = list[dict[str, str]]
+
+
+@runtime_checkable
+class Model(Protocol):
+    """Anything a provider builds: its id in models.yaml and its kind. A model that holds
+    something (a server's model, a client) also offers `close()`, called at session end."""
+
+    id: str
+    kind: str
+
+
+@runtime_checkable
+class ChatModel(Model, Protocol):
+    """An LLM (fixture `llm`): answer texts, cached, retried and accounted for per item."""
+
+    async def achat(self, messages: Messages, sample: int | None = None) -> str: ...
+
+    def chat(self, messages: Messages) -> str: ...
+
+    def chat_many(self, conversations: list[Messages]) -> list[str]: ...
+
+
+class DocumentIndex(Protocol):
+    """Documents prepared once; `score(queries)` gives queries x documents."""
+
+    def score(self, queries: list[str]) -> np.ndarray: ...
+
+
+@runtime_checkable
+class Retriever(Model, Protocol):
+    """A model that ranks documents for a query (fixture `retriever`): an embedder, or a
+    lexical retriever such as BM25 that has no vectors."""
+
+    def similarities(self, query: str, documents: list[str]) -> list[float]: ...
+
+    def score_matrix(self, queries: list[str], documents: list[str]) -> np.ndarray: ...
+
+    def index_documents(self, documents: list[str]) -> DocumentIndex: ...
+
+
+class Embedder(Retriever, Protocol):
+    """An embedding model (fixture `embedder`): unit-length float32 rows, through the cache."""
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray: ...
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray: ...
+
+    def timed_embed_documents(self, texts: list[str]) -> tuple[np.ndarray, float]: ...
+
+    def token_counts(self, texts: list[str]) -> list[int] | None: ...
+
+    @property
+    def context_limit(self) -> int | None: ...
+
+    @property
+    def device_label(self) -> str: ...
+
+
+@runtime_checkable
+class JudgeEnsemble(Model, Protocol):
+    """LLMs judging together (kind ensemble): built members and the rule combining them."""
+
+    members: Sequence[ChatModel]
+    combine: str
+
+
+# Fixture `judge`: any model that can compare two documents for a query.
+Judge = ChatModel | Retriever | JudgeEnsemble

@@ -1,0 +1,46 @@
+"""`builtin: bm25`: BM25 over identifier-split tokens, a retriever (it ranks documents for a
+query but has no vectors)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from plugin.models.providers import provider
+from plugin.models.spec import TextSpec
+
+if TYPE_CHECKING:
+    from plugin.models.protocols import Model
+    from plugin.models.registry import Registry
+
+# The version of the algorithm (tokenizer, k1 and b): part of the fingerprint, so bump it
+# whenever plugin/models/bm25.py would score differently.
+VERSION = 1
+
+
+@provider("bm25", needs={"bm25s": "bm25s"})
+class BM25Spec(TextSpec):
+    provider: Literal["bm25"] = "bm25"
+    key: ClassVar[str | None] = "builtin"
+    value: ClassVar[str | None] = "bm25"
+    kinds: ClassVar[tuple[str, ...]] = ("retriever",)
+    rank: ClassVar[int] = 30
+    describe: ClassVar[str] = "builtin: bm25"
+    builtin: Literal["bm25"] = "bm25"
+    max_seq_length: int | None = None  # read by no one, but part of the key since the first results
+
+    def wrong_kind(self) -> str:
+        return f"builtin {self.builtin} is of kind {self.kinds[0]}"
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {
+            "provider": "builtin",
+            "query_prefix": self.query_prefix,
+            "document_prefix": self.document_prefix,
+            "max_seq_length": self.max_seq_length,
+            "model": f"bm25@{VERSION}",
+        }
+
+    def build(self, models: Registry) -> Model:
+        from plugin.models.bm25 import BM25Retriever
+
+        return BM25Retriever(self)

@@ -1,0 +1,46 @@
+"""`builtin: bow`: the lexical bag-of-words baseline (an embedder; no weights, no package)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from plugin.models.providers import provider
+from plugin.models.spec import EmbedderSpec
+
+if TYPE_CHECKING:
+    from plugin.models.protocols import Model
+    from plugin.models.registry import Registry
+
+# The version of the algorithm (tokenizer, dimensions): part of the fingerprint, so bump it
+# whenever plugin/models/lexical.py would score differently. It keys stored results and the
+# embedding cache alike.
+VERSION = 1
+
+
+@provider("bow")
+class BagOfWordsSpec(EmbedderSpec):
+    provider: Literal["bow"] = "bow"
+    key: ClassVar[str | None] = "builtin"
+    value: ClassVar[str | None] = "bow"
+    kinds: ClassVar[tuple[str, ...]] = ("embedder",)
+    rank: ClassVar[int] = 30
+    describe: ClassVar[str] = "builtin: bow"
+    builtin: Literal["bow"] = "bow"
+    max_seq_length: int | None = None  # read by no one, but part of the key since the first results
+
+    def wrong_kind(self) -> str:
+        return f"builtin {self.builtin} is of kind {self.kinds[0]}"
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {
+            "provider": "builtin",
+            "query_prefix": self.query_prefix,
+            "document_prefix": self.document_prefix,
+            "max_seq_length": self.max_seq_length,
+            "model": f"bow@{VERSION}",
+        }
+
+    def build(self, models: Registry) -> Model:
+        from plugin.models.lexical import HashingBagOfWords
+
+        return HashingBagOfWords(self, models.embedding_cache())

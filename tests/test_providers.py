@@ -1,0 +1,247 @@
+"""The provider registry: one module adds a provider; models.yaml picks it by the key it carries."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import pytest
+
+from plugin.models import aio, providers
+from plugin.models.client import ModelError
+from plugin.models.protocols import ChatModel, JudgeEnsemble, Retriever
+from plugin.models.providers import provider
+from plugin.models.registry import Registry
+from plugin.models.spec import ModelsFileError, ModelSpec, load_models, select_models
+
+SHIPPED = Path(__file__).resolve().parents[1] / "benchmark" / "models.yaml"
+
+# A whole provider, in one module: an LLM that shouts the last message back.
+TOY_PROVIDER = '''
+"""A toy provider: `toy: <volume>` is an LLM that shouts the last message back."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from plugin.models import aio
+from plugin.models.providers import provider
+from plugin.models.spec import ModelSpec
+
+
+class Shouter:
+    kind = "llm"
+
+    def __init__(self, spec: ToySpec) -> None:
+        self.id = spec.id
+        self.volume = spec.toy
+
+    async def achat(self, messages: list[dict[str, str]], sample: int | None = None) -> str:
+        return messages[-1]["content"].upper() + "!" * self.volume
+
+    def chat(self, messages: list[dict[str, str]]) -> str:
+        return aio.run(self.achat(messages))
+
+    def chat_many(self, conversations: list[list[dict[str, str]]]) -> list[str]:
+        return [self.chat(m) for m in conversations]
+
+
+@provider("toy")
+class ToySpec(ModelSpec):
+    provider: Literal["toy"] = "toy"
+    key: ClassVar[str | None] = "toy"
+    kinds: ClassVar[tuple[str, ...]] = ("llm",)
+    toy: int  # how many exclamation marks
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"provider": "toy", "volume": self.toy}
+
+    def build(self, models: Any) -> Shouter:
+        return Shouter(self)
+'''
+
+
+@pytest.fixture
+def registry_state(monkeypatch):
+    """Providers registered by a test are forgotten after it."""
+    providers.providers()  # the built-in ones, scanned once
+    monkeypatch.setattr(providers, "_providers", dict(providers._providers))
+    monkeypatch.setattr(providers, "_broken", {})
+    monkeypatch.setattr(providers, "_adapter", None)
+
+
+def installed(tmp_path: Path, monkeypatch, module: str, source: str, entry_point: str) -> None:
+    """`module` on sys.path, in a distribution whose entry point names it in ragmatrix.providers."""
+    (tmp_path / f"{module}.py").write_text(textwrap.dedent(source))
+    info = tmp_path / f"{module}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{providers.ENTRY_POINT_GROUP}]\n{entry_point}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(providers, "_scanned", False)  # scan again, entry points included
+
+
+def test_a_provider_in_one_installed_module_is_found_and_used(tmp_path, monkeypatch, registry_state):
+    installed(tmp_path, monkeypatch, "ragmatrix_toy_provider", TOY_PROVIDER, "toy = ragmatrix_toy_provider")
+    path = tmp_path / "models.yaml"
+    path.write_text("models:\n  - {id: loud, kind: llm, toy: 3}\n  - {id: bow, kind: embedder, builtin: bow}\n")
+    specs = load_models(path)
+    assert [s.provider for s in specs] == ["toy", "bow"]
+    assert specs[0].output_fingerprint() == {"provider": "toy", "volume": 3}
+    chosen = select_models(specs, None)
+    assert [s.id for s in chosen.of_kind("llm")] == ["loud"] and [s.id for s in chosen.of_kind("judge")] == [
+        "loud",
+        "bow",
+    ]
+    registry = Registry(use_cache=False)
+    loud = registry.build(chosen.available[0])
+    assert isinstance(loud, ChatModel) and not isinstance(loud, Retriever)
+    assert loud.chat([{"role": "user", "content": "hello"}]) == "HELLO!!!"
+    assert registry.build(chosen.available[0]) is loud  # built once
+    registry.close()
+    aio.close()
+    path.write_text("models:\n  - {id: loud, kind: embedder, toy: 3}\n")
+    with pytest.raises(ModelsFileError, match="^models.yaml: model 'loud': entry: Value error, a toy model is an llm$"):
+        load_models(path)
+
+
+def test_a_provider_whose_package_is_missing_says_what_to_install(registry_state):
+    @provider("needy", needs={"ragmatrix_absent_package": "ragmatrix-absent-package"})
+    class NeedySpec(ModelSpec):
+        provider: Literal["needy"] = "needy"
+        key: ClassVar[str | None] = "needy"
+        kinds: ClassVar[tuple[str, ...]] = ("embedder",)
+        needy: str
+
+        def fingerprint(self) -> dict[str, Any]:
+            return {"provider": "needy", "model": self.needy}
+
+        def build(self, models: Any) -> Any:
+            import ragmatrix_absent_package  # noqa: F401
+
+    spec = ModelSpec(id="n", kind="embedder", needy="m")
+    assert isinstance(spec, NeedySpec)
+    assert select_models([spec], None).left_out == {
+        "n": "needs ragmatrix-absent-package: pip install ragmatrix-absent-package"
+    }
+    line = "cannot load model 'n': provider needy needs ragmatrix-absent-package: pip install ragmatrix-absent-package"
+    for _ in range(2):  # and the failure is remembered
+        with pytest.raises(ModelError) as raised:
+            Registry(use_cache=False).build(spec)
+        assert str(raised.value) == line
+
+
+def test_an_entry_point_that_cannot_be_imported_is_named_with_the_package(tmp_path, monkeypatch, registry_state):
+    source = "import ragmatrix_absent_dependency\n"
+    installed(tmp_path, monkeypatch, "ragmatrix_broken_provider", source, "broken = ragmatrix_broken_provider")
+    path = tmp_path / "models.yaml"
+    path.write_text("models:\n  - {id: b, kind: llm, broken: x}\n")
+    with pytest.raises(ModelsFileError) as raised:
+        load_models(path)
+    message = str(raised.value)
+    assert "\n" not in message and "give exactly one of litellm" in message
+    assert (
+        "provider 'broken' (ragmatrix_broken_provider) cannot be imported: pip install ragmatrix_absent_dependency"
+        in message
+    )
+
+
+def test_every_shipped_entry_is_its_providers_spec_and_keeps_its_fingerprint(monkeypatch):
+    monkeypatch.setenv("XINFERENCE_ENDPOINT", "http://127.0.0.1:9")
+    specs = {s.id: s for s in load_models(SHIPPED)}
+    assert {i: s.provider for i, s in specs.items()} == {
+        "gpt-4o-mini": "litellm",
+        "claude-haiku": "litellm",
+        "gemini-flash": "litellm",
+        "judges": "ensemble",
+        "local-llm": "litellm",
+        "minilm": "sentence_transformers",
+        "bow": "bow",
+        "bm25": "bm25",
+        "xinference-minilm": "xinference",
+    }
+    # Fingerprints key stored results: these are the ones of the committed results.
+    empty = {"query_prefix": "", "document_prefix": "", "max_seq_length": None}
+    assert specs["bow"].output_fingerprint() == {"provider": "builtin", **empty, "model": "bow@1"}
+    assert specs["bm25"].output_fingerprint() == {"provider": "builtin", **empty, "model": "bm25@1"}
+    assert specs["gpt-4o-mini"].output_fingerprint() == {
+        "provider": "litellm",
+        "model": "openai/gpt-4o-mini",
+        "params": {"temperature": 0, "max_tokens": 256},
+    }
+    assert specs["xinference-minilm"].output_fingerprint() == {
+        "provider": "xinference",
+        "model": "gt-minilm",
+        "launch": {},
+        "params": {},
+        "query_prefix": "",
+        "document_prefix": "",
+    }
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"kind": "embedder"}, "^give exactly one of litellm, sentence_transformers, builtin, xinference$"),
+        ({"kind": "embedder", "builtin": "tfidf"}, r"^unknown builtin 'tfidf' \(known: bm25, bow\)$"),
+        ({"kind": "embedder", "provider": "nosuch"}, r"^unknown provider 'nosuch' \(known: .*bm25.*\)$"),
+        ({"kind": "llm", "litellm": "openai/x", "batch_size": 8}, "^batch_size goes with .*a litellm embedder"),
+        ({"kind": "embedder", "builtin": "bow", "params": {}}, "^params goes with a litellm model string or"),
+        ({"kind": "ensemble", "ensemble": ["a", "b"], "device": "cpu"}, "it takes no device$"),
+    ],
+)
+def test_an_entry_that_names_no_single_provider_or_carries_foreign_fields_is_one_line(fields, message):
+    with pytest.raises(ValueError, match=message):
+        ModelSpec(id="m", **fields)
+
+
+def test_the_provider_is_picked_by_key_and_kind_or_named_outright():
+    chat = ModelSpec(id="c", kind="llm", litellm="openai/x")
+    embedder = ModelSpec(id="e", kind="embedder", litellm="openai/x")
+    named = ModelSpec(id="b", kind="embedder", provider="bow")
+    assert (chat.provider, embedder.provider, named.provider) == ("litellm", "litellm_embedder", "bow")
+    assert named.output_fingerprint() == ModelSpec(id="b", kind="embedder", builtin="bow").output_fingerprint()
+    assert chat.model_copy(update={"params": {"temperature": 1}}).provider == "litellm"
+
+
+def test_the_fixtures_protocols_fit_the_built_in_models(monkeypatch):
+    from plugin.models.ensemble import Ensemble
+
+    registry = Registry(use_cache=False)
+    bow = registry.build(ModelSpec(id="bow", kind="embedder", builtin="bow"))
+    bm25 = registry.build(ModelSpec(id="bm25", kind="retriever", builtin="bm25"))
+    chat = registry.build(ModelSpec(id="c", kind="llm", litellm="openai/x", api_base="http://127.0.0.1:9/v1"))
+    assert isinstance(bow, Retriever) and isinstance(bm25, Retriever) and not isinstance(bm25, ChatModel)
+    assert isinstance(chat, ChatModel) and not isinstance(chat, Retriever)
+    ensemble = Ensemble(ModelSpec(id="e", kind="ensemble", ensemble=["c", "d"]), [chat, chat])
+    assert isinstance(ensemble, JudgeEnsemble) and not isinstance(chat, JudgeEnsemble)
+    registry.close()
+
+
+def test_an_xinference_model_is_reached_through_a_litellm_spec_of_its_running_uid(monkeypatch):
+    monkeypatch.setenv("XI_HOST", "http://10.0.0.7:9997")
+    fields = {"xinference": "qwen", "endpoint": "${XI_HOST}/v1", "api_key_env": "XI_KEY", "timeout": 5}
+    llm = ModelSpec(id="x", kind="llm", params={"temperature": 0}, **fields).route("qwen-1a2b")
+    embedder = ModelSpec(id="y", kind="embedder", batch_size=8, query_prefix="q: ", **fields).route("mini-3c4d")
+    assert (llm.provider, embedder.provider) == ("litellm", "litellm_embedder")
+    assert llm.litellm == "openai/qwen-1a2b" and llm.api_base == "http://10.0.0.7:9997/v1"
+    assert (llm.params, llm.timeout, llm.api_key_env) == ({"temperature": 0}, 5, "XI_KEY")
+    # the embedder applies its prefixes itself, under its own fingerprint: the route has none
+    assert embedder.batch_size == 8 and embedder.query_prefix == ""
+
+
+def test_a_provider_module_beside_the_benchmark_joins_the_matrix(bench, server):
+    """One module and a line that imports it: its model runs, is stored and is ranked."""
+    (bench.path / "toy_provider.py").write_text(textwrap.dedent(TOY_PROVIDER))
+    bench.makeconftest(
+        'pytest_plugins = ["plugin"]\n\nimport toy_provider  # noqa: F401  (registers the toy provider)\n'
+    )
+    with (bench.path / "benchmark" / "models.yaml").open("a") as models:
+        models.write("  - id: loud\n    kind: llm\n    toy: 1\n")
+    result = bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-k", "loud")
+    result.assert_outcomes(passed=5)
+    stored = [json.loads(line) for line in (bench.path / "benchmark/results/rag_interpretation.jsonl").open()]
+    assert {r["model"] for r in stored} == {"loud"} and not any(r["errors"] for r in stored)
+    print(result.stderr.str()); result.stdout.fnmatch_lines(["*ragmatrix leaderboard*", "*loud*"])
