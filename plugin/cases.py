@@ -91,24 +91,38 @@ def load_suite(data_dir: Path, known_families: Iterable[str], root: Path | None 
     for path in data_files(data_dir):
         rel = _relative(path, root)
         suite.files.append(rel)
-        for family, raw_case, problem in _read_file(path, rel, known):
+        for family, given, problem in _read_file(path, rel, known):
             if problem is not None:
                 suite.problems.append(problem)
                 continue
-            assert family is not None and raw_case is not None
-            name = raw_case.get("case")
-            if isinstance(name, str) and (family, name) in first_seen:
-                suite.problems.append(
-                    Problem(rel, name, f"duplicate case name (first in {first_seen[(family, name)]})", family)
-                )
-                continue
-            expanded, problem = expand_case(family, raw_case, rel, directory=path.parent.resolve())
-            if problem is not None:
-                suite.problems.append(problem)
-                continue
-            first_seen[(family, str(name))] = rel
-            suite.cases.setdefault(family, []).extend(expanded)
+            assert family is not None and given is not None
+            raw_cases, source_problems = _from_source(family, given, path.parent.resolve())
+            suite.problems += [Problem(rel, name, message, family) for name, message in source_problems]
+            for raw_case in raw_cases:
+                name = raw_case.get("case")
+                if isinstance(name, str) and (family, name) in first_seen:
+                    suite.problems.append(
+                        Problem(rel, name, f"duplicate case name (first in {first_seen[(family, name)]})", family)
+                    )
+                    continue
+                expanded, problem = expand_case(family, raw_case, rel, directory=path.parent.resolve())
+                if problem is not None:
+                    suite.problems.append(problem)
+                    continue
+                first_seen[(family, str(name))] = rel
+                suite.cases.setdefault(family, []).extend(expanded)
     return suite
+
+
+def _from_source(
+    family: str, raw: dict[str, Any], directory: Path
+) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """The raw cases a case stands for: itself, or the cases of the query file or dataset it
+    names, when its family reads such sources."""
+    descriptor = family_named(family)
+    if descriptor is None or descriptor.case_source is None:
+        return [raw], []
+    return descriptor.case_source(raw, directory)
 
 
 def _relative(path: Path, root: Path | None) -> str:
@@ -220,30 +234,36 @@ def expand_case(
             validated = schema.model_validate(content)
         except ValidationError as error:
             return problem(_first_error(error))
-        expanded.append(
-            Case(
-                family=family,
-                name=name,
-                choices=choices,
-                input=validated.input,
-                expected=validated.expected,
-                raw=content,
-                file=file,
-                metadata=metadata,
-                directory=directory,
-            )
+        case = Case(
+            family=family,
+            name=name,
+            choices=choices,
+            input=validated.input,
+            expected=validated.expected,
+            raw=content,
+            file=file,
+            metadata=metadata,
+            directory=directory,
         )
+        found = descriptor.check(case) if descriptor is not None and descriptor.check is not None else []
+        if found:
+            return problem("; ".join(dict.fromkeys(found)))
+        expanded.append(case)
     return expanded, None
 
 
 def _first_error(error: ValidationError) -> str:
-    """Pydantic's first error as `input.fragments: field required`, without its URL."""
-    first = error.errors()[0]
-    location = ".".join(str(part) for part in first["loc"])
-    message = first["msg"]
-    if first["type"] == "missing":
-        message = "missing field"
-    more = len(error.errors()) - 1
-    suffix = f" (and {more} more)" if more else ""
-    # a check of the whole case has no location: its message names the fields itself
-    return f"{location}: {message}{suffix}" if location else f"{message}{suffix}"
+    """Every error of the case on one line, `input.fragments: missing field; ...`, without
+    pydantic's URLs: one round of fixes, not one per error."""
+    return "; ".join(validation_errors(error))
+
+
+def validation_errors(error: ValidationError) -> list[str]:
+    """Pydantic's errors as `location: message`, without their URLs."""
+    lines = []
+    for found in error.errors():
+        location = ".".join(str(part) for part in found["loc"])
+        message = "missing field" if found["type"] == "missing" else found["msg"]
+        # a check of the whole model has no location: its message names the fields itself
+        lines.append(f"{location}: {message}" if location else message)
+    return lines

@@ -19,7 +19,7 @@ from plugin.cache import set_cache_dir
 from plugin.case import CaseInputError
 from plugin.cases import without_prompts
 from plugin.cli import load_dotenv
-from plugin.families import family_named, register
+from plugin.families import all_families, family_named, register
 from plugin.leaderboard import render, render_metrics, summarise, summarise_metrics
 from plugin.models import aio
 from plugin.models.client import ModelError
@@ -84,6 +84,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "cases(where): run a benchmark test only on the cases for which where(case) is true"
     )
     if _selected(config):
+        for family in all_families().values():
+            if family.new_session is not None:
+                family.new_session()
         try:
             state.models  # noqa: B018 - decide the matrix now, so a bad models.yaml stops the run at once
         except ModelsFileError as error:

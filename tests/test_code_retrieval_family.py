@@ -18,7 +18,7 @@ from plugin.case import CaseInputError
 from plugin.cases import expand_case
 from plugin.families.code_retrieval import retrieval as code_retrieval
 from plugin.families.code_retrieval.chunking import Chunk
-from plugin.families.code_retrieval.corpus import CorpusSpec, list_files, load_corpus, locate, stdlib_root
+from plugin.families.code_retrieval.corpus import CorpusSpec, forget, list_files, load_corpus, locate, stdlib_root
 from plugin.leaderboard import render_metrics, summarise_metrics
 from plugin.models.bm25 import BM25Retriever, code_tokens
 from plugin.models.embedding_cache import EmbeddingCache
@@ -270,11 +270,27 @@ def test_expected_answers_are_validated(tmp_path):
     assert problem is not None and "line range '9-2'" in problem.message
 
 
-def test_an_expected_file_missing_from_the_corpus_is_one_line_naming_the_case(tmp_path):
+def test_an_expected_file_missing_from_the_corpus_is_a_problem_at_collection(tmp_path):
     write(tmp_path / "a.py", "KEY = 1\n")
-    case = make_case(tmp_path, {"expected_files": ["gone.py"], "answer_keywords": ["KEY"]}, name="lost")
+    raw = {
+        "case": "lost",
+        "input": {"corpus": {"path": "."}, "chunking": {"semantic": {"strategy": "semantic"}}, "query": "q"},
+        "expected": {"expected_files": ["gone.py", "a.py", "b/c.py"], "answer_keywords": ["KEY"]},
+    }
+    cases, problem = expand_case("code_retrieval", raw, "f.yaml", directory=tmp_path)
+    assert cases == [] and problem is not None
+    # every missing file at once
+    assert problem.line() == (
+        "f.yaml: case 'lost': expected file gone.py is not in the corpus (path .); "
+        "expected file b/c.py is not in the corpus (path .)"
+    )
+    # a file that disappears after collection is still one line when the item runs
+    raw["expected"]["expected_files"] = ["a.py"]
+    case = expand_case("code_retrieval", raw, "f.yaml", directory=tmp_path)[0][0]
+    (tmp_path / "a.py").rename(tmp_path / "b.py")
+    forget()
     bm25 = BM25Retriever(ModelSpec(id="bm25", kind="retriever", builtin="bm25"))
-    with pytest.raises(CaseInputError, match=r"^case 'lost': expected file gone.py is not in the corpus \(path \.\)$"):
+    with pytest.raises(CaseInputError, match=r"^case 'lost': expected file a.py is not in the corpus \(path \.\)$"):
         code_retrieval.search(bm25, case)
 
 
@@ -515,19 +531,20 @@ def test_a_cached_rerun_imports_no_parser_and_a_changed_corpus_reruns(project):
     project.runpytest("benchmark", "-p", "no:cacheprovider").assert_outcomes(passed=ITEMS)
 
 
-def test_a_missing_corpus_or_expected_file_is_one_line_naming_the_case(project):
+def test_a_missing_corpus_is_an_error_row_and_a_missing_expected_file_a_problem_line(project):
     write(project.path / "benchmark" / "data" / "code_retrieval_data.yaml", BROKEN_CASES)
     result = project.runpytest("benchmark", "-p", "no:cacheprovider", "-k", "bm25")
-    result.assert_outcomes(failed=2)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(
-        [
-            "*error in 1 of 1 iteration(s): case 'gone': corpus path nowhere not found",
-            "*error in 1 of 1 iteration(s): case 'wrong_file': expected file geo/missing.py is not in the corpus*",
-        ],
-        consecutive=False,
+        ["*case 'wrong_file': expected file geo/missing.py is not in the corpus (path tiny)"]
     )
+    for _ in range(2):  # the problem stays a problem: no error row, nothing to rerun
+        result = project.runpytest("benchmark", "-p", "no:cacheprovider", "-k", "bm25", "--continue-on-collection-errors")
+        result.assert_outcomes(failed=1, errors=1)
+        result.stdout.fnmatch_lines(["*error in 1 of 1 iteration(s): case 'gone': corpus path nowhere not found"])
     assert "Traceback" not in result.stdout.str()
-    assert {r["status"] for r in stored(project)} == {"error"}
+    rows = stored(project)
+    assert {r["case"] for r in rows} == {"gone"} and {r["status"] for r in rows} == {"error"}
 
 
 def test_a_dangling_link_is_not_a_corpus_file(tmp_path):
