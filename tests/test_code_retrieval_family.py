@@ -562,3 +562,51 @@ def test_an_unreadable_corpus_file_is_one_line(tmp_path):
     (tmp_path / "repo" / "a.py").chmod(0)
     with pytest.raises(CaseInputError, match=r"^corpus .*: cannot read a.py: Permission denied$"):
         load_corpus(CorpusSpec(path="repo", include=["*.py"]), tmp_path)
+
+
+# --- one listing per session, and chunk sizes in every row -------------------------------------
+
+MANY_GLOBS = [f"**/*.{ext}" for ext in "py js md rs go java c h ts tsx toml yaml yml json txt rst cfg ini sh css html".split()]
+
+
+def test_a_corpus_is_listed_once_per_session_whatever_its_globs_and_items(project):
+    from plugin.families.code_retrieval.corpus import LISTINGS
+
+    globs = ", ".join(f'"{g}"' for g in MANY_GLOBS)
+    data = project.path / "benchmark" / "data" / "code_retrieval_data.yaml"
+    data.write_text(TINY_CASES.replace('include: ["**/*.py", "**/*.js", "**/*.md"]', f"include: [{globs}]"))
+    for _ in range(2):  # a cold session, then a cached one: each lists the corpus once
+        before = LISTINGS.count
+        result = project.runpytest("benchmark", "-p", "no:cacheprovider")
+        assert LISTINGS.count - before == 1
+    result.assert_outcomes(skipped=ITEMS)
+
+
+def test_session_corpora_are_read_once_until_a_new_session(tmp_path):
+    from plugin.families.code_retrieval.corpus import LISTINGS, session_corpus
+
+    write(tmp_path / "a.py", "A = 1\n")
+    spec = CorpusSpec(path=".", include=MANY_GLOBS)
+    before = LISTINGS.count
+    first = session_corpus(spec, tmp_path)
+    write(tmp_path / "b.py", "B = 1\n")
+    assert session_corpus(spec, tmp_path) is first and LISTINGS.count - before == 1
+    forget()
+    assert session_corpus(spec, tmp_path).paths == {"a.py", "b.py"}
+
+
+def test_the_index_reports_chunk_sizes_against_the_cap_and_the_models_limit(tmp_path):
+    write(tmp_path / "a.py", "def alpha():\n    return 1\n\n\ndef beta():\n    " + "x = 1; " * 200 + "\n")
+
+    class Counted(HashingBagOfWords):
+        context_limit = 50
+
+        def token_counts(self, texts):
+            return [len(t.split()) for t in texts]
+
+    model = Counted(ModelSpec(id="bow", kind="embedder", builtin="bow"))
+    corpus = code_retrieval.corpus_of(make_case(tmp_path, {"expected_files": ["a.py"], "answer_keywords": ["x"]}))
+    stats = code_retrieval.index_of(model, corpus, code_retrieval.Chunking(strategy="semantic", max_chars=300)).stats
+    assert stats["max_chars"] == 300 and stats["longest_chunk_chars"] <= 300 and stats["chunks"] >= 3
+    assert stats["token_limit"] == 50 and stats["chunks_over_limit"] >= 1
+    assert stats["median_chunk_tokens"] <= stats["p95_chunk_tokens"] <= stats["longest_chunk_tokens"]

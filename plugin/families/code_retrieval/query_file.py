@@ -106,7 +106,10 @@ class QueryFile(BaseModel):
 def slug(text: str, width: int = 48) -> str:
     """A case-name-safe slug of a query: `regex matcher impl.` -> `regex_matcher_impl`."""
     words = re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
-    return words[:width].rstrip("_") or "query"
+    if len(words) > width:  # cut at a word boundary where there is one
+        cut = words[: width + 1]
+        words = cut.rsplit("_", 1)[0] if "_" in cut else words[:width]
+    return words.rstrip("_") or "query"
 
 
 def expand_query_file(raw: dict[str, Any], directory: Path) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
