@@ -34,7 +34,6 @@ class Problem:
         return f"{self.file}: {where}: {self.message}"
 
 
-
 @dataclass(frozen=True)
 class Case:
     """One expanded case: the unit a test function receives as `case`."""
@@ -69,5 +68,3 @@ class Case:
             "expected": self.raw["expected"],
             "variant": dict(self.choices),
         }
-
-

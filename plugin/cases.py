@@ -231,7 +231,7 @@ def expand_case(
             resolved[fname] = raw_input[fname][choice]
         content = {"input": resolved, "expected": raw["expected"]}
         try:
-            validated = schema.model_validate(content)
+            validated: Any = schema.model_validate(content)
         except ValidationError as error:
             return problem(_first_error(error))
         case = Case(

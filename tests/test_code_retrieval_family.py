@@ -535,11 +535,11 @@ def test_a_missing_corpus_is_an_error_row_and_a_missing_expected_file_a_problem_
     write(project.path / "benchmark" / "data" / "code_retrieval_data.yaml", BROKEN_CASES)
     result = project.runpytest("benchmark", "-p", "no:cacheprovider", "-k", "bm25")
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(
-        ["*case 'wrong_file': expected file geo/missing.py is not in the corpus (path tiny)"]
-    )
+    result.stdout.fnmatch_lines(["*case 'wrong_file': expected file geo/missing.py is not in the corpus (path tiny)"])
     for _ in range(2):  # the problem stays a problem: no error row, nothing to rerun
-        result = project.runpytest("benchmark", "-p", "no:cacheprovider", "-k", "bm25", "--continue-on-collection-errors")
+        result = project.runpytest(
+            "benchmark", "-p", "no:cacheprovider", "-k", "bm25", "--continue-on-collection-errors"
+        )
         result.assert_outcomes(failed=1, errors=1)
         result.stdout.fnmatch_lines(["*error in 1 of 1 iteration(s): case 'gone': corpus path nowhere not found"])
     assert "Traceback" not in result.stdout.str()
@@ -566,7 +566,9 @@ def test_an_unreadable_corpus_file_is_one_line(tmp_path):
 
 # --- one listing per session, and chunk sizes in every row -------------------------------------
 
-MANY_GLOBS = [f"**/*.{ext}" for ext in "py js md rs go java c h ts tsx toml yaml yml json txt rst cfg ini sh css html".split()]
+MANY_GLOBS = [
+    f"**/*.{ext}" for ext in "py js md rs go java c h ts tsx toml yaml yml json txt rst cfg ini sh css html".split()
+]
 
 
 def test_a_corpus_is_listed_once_per_session_whatever_its_globs_and_items(project):

@@ -178,7 +178,8 @@ def test_each_query_becomes_a_case_with_the_tools_values_and_suffix_paths(tmp_pa
     }
     assert corpus.resolve("README.md") == ("README.md", None)
     assert corpus.resolve("lib.rs")[1] == (
-        "expected file lib.rs is ambiguous in the corpus (path mini): crates/matcher/src/lib.rs, crates/regex/src/lib.rs"
+        "expected file lib.rs is ambiguous in the corpus (path mini): "
+        "crates/matcher/src/lib.rs, crates/regex/src/lib.rs"
     )
     assert corpus.resolve("x/matcher.rs")[1] == "expected file x/matcher.rs is not in the corpus (path mini)"
 
@@ -189,7 +190,10 @@ def chunk(path: str, start: int, end: int, body: str) -> Chunk:
 
 def query_case(tmp_path: Path, number: int):  # type: ignore[no-untyped-def]
     make_project(tmp_path)
-    raw = {"case": "q", "input": {"corpus": {"path": "benchmark/data/mini"}, "chunking": {"s": {"strategy": "semantic"}}}}
+    raw = {
+        "case": "q",
+        "input": {"corpus": {"path": "benchmark/data/mini"}, "chunking": {"s": {"strategy": "semantic"}}},
+    }
     raw["input"]["query_file"] = str(tmp_path / "benchmark" / "data" / "queries" / "minigrep.json")
     expanded, problems = expand_query_file(raw, tmp_path)
     assert problems == []

@@ -154,13 +154,18 @@ def test_a_hugging_face_dataset_in_mteb_layout_is_read_through_datasets_and_cach
     qrels = [line.split("\t") for line in QRELS.splitlines()[1:]]
     rows = [{"query-id": q, "corpus-id": d, "score": int(s)} for q, d, s in qrels]
     write(repo / "qrels" / "test.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
-    write(tmp_path / "text_retrieval_data.yaml", f"text_retrieval:\n  - case: hub\n    input:\n      dataset: {{hf: {repo}}}\n")
+    write(
+        tmp_path / "text_retrieval_data.yaml",
+        f"text_retrieval:\n  - case: hub\n    input:\n      dataset: {{hf: {repo}}}\n",
+    )
     beir.forget()
     suite = load_suite(tmp_path, ["text_retrieval"], root=tmp_path)
     assert suite.problems == []
     q1 = {c.name: c for c in suite.cases["text_retrieval"]}["hub.q1"]
     assert q1.expected.qrels == {"d1": 1, "d2": 2, "d4": 0}
-    assert text_retrieval.metrics(q1, text_retrieval.search(BM25, q1))["ndcg_at_10"] == pytest.approx(0.859719, abs=1e-6)
+    assert text_retrieval.metrics(q1, text_retrieval.search(BM25, q1))["ndcg_at_10"] == pytest.approx(
+        0.859719, abs=1e-6
+    )
     # a later collection reads the queries and judgements back without importing datasets
     script = (
         "import sys; from pathlib import Path\n"
@@ -206,6 +211,8 @@ def test_a_beir_folder_runs_end_to_end_on_the_leaderboard_and_reruns_from_the_st
     result = project.runpytest("benchmark", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["*ragmatrix leaderboard*", "bm25*text_retrieval*0.930*2*2*0*0", "*ndcg_at_10*"])
-    rows = [json.loads(line) for line in (project.path / "benchmark/results/text_retrieval.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line) for line in (project.path / "benchmark/results/text_retrieval.jsonl").read_text().splitlines()
+    ]
     assert {(r["model"], r["case"]) for r in rows} == {(m, c) for m in ("bm25", "bow") for c in ("tiny.q1", "tiny.q2")}
     project.runpytest("benchmark", "-p", "no:cacheprovider").assert_outcomes(skipped=4)

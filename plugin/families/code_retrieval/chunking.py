@@ -36,7 +36,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from plugin.families.code_retrieval.corpus import Corpus
 
-
 BOUNDED_CAP = 400
 # About 256 word pieces of code with its header: what MiniLM-sized models read (see
 # docs/code_retrieval.md for the measurement).

@@ -136,7 +136,7 @@ def expand_query_file(raw: dict[str, Any], directory: Path) -> tuple[list[dict[s
         file = QueryFile.model_validate(document)
     except ValidationError as error:
         return [], [(name, f"query file {relative}: {'; '.join(_errors(error))}")]
-    metadata = {k: raw[k] for k in ("tags", "domain") if k in raw}
+    metadata: dict[str, Any] = {k: raw[k] for k in ("tags", "domain") if k in raw}
     cases: list[dict[str, Any]] = []
     problems: list[tuple[str, str]] = []
     names: set[str] = set()

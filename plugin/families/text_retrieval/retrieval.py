@@ -73,8 +73,8 @@ def expand_dataset(raw: dict[str, Any], directory: Path) -> tuple[list[dict[str,
         return [], [(name, f"input.dataset: {str(error).splitlines()[-1].strip()}")]
     if not found.queries:
         return [], [(name, f"dataset {spec.label} has no query with a relevant document in split {spec.split}")]
-    metadata = {k: raw[k] for k in ("tags", "domain", "description") if k in raw}
-    cases = []
+    metadata: dict[str, Any] = {k: raw[k] for k in ("tags", "domain", "description") if k in raw}
+    cases: list[dict[str, Any]] = []
     seen: set[str] = set()
     for query_id, text in found.queries.items():
         case_name = f"{name}.{_name(query_id)}"

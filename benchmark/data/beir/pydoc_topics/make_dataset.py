@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-
 from pydoc_data.topics import topics
 
 LEFT_OUT = {"else"}  # the same text as "if"
