@@ -34,6 +34,7 @@ class Problem:
         return f"{self.file}: {where}: {self.message}"
 
 
+
 @dataclass(frozen=True)
 class Case:
     """One expanded case: the unit a test function receives as `case`."""
@@ -68,3 +69,5 @@ class Case:
             "expected": self.raw["expected"],
             "variant": dict(self.choices),
         }
+
+
