@@ -186,7 +186,8 @@ def throughput(texts: list[str]) -> None:
         f"raw encode {2 * len(texts) / raw_seconds:.1f} chunks/s: ratio {raw_seconds / harness_seconds:.2f} "
         "(goal >= 0.9)"
     )
-    print(f"   seconds: raw {raw_times[0]:.1f}, harness {harness_times[0]:.1f}, {harness_times[1]:.1f}, raw {raw_times[1]:.1f}")
+    first, second = harness_times
+    print(f"   seconds: raw {raw_times[0]:.1f}, harness {first:.1f}, {second:.1f}, raw {raw_times[1]:.1f}")
 
 
 KILLED_BUILD = textwrap.dedent(
