@@ -612,3 +612,22 @@ def test_the_index_reports_chunk_sizes_against_the_cap_and_the_models_limit(tmp_
     assert stats["max_chars"] == 300 and stats["longest_chunk_chars"] <= 300 and stats["chunks"] >= 3
     assert stats["token_limit"] == 50 and stats["chunks_over_limit"] >= 1
     assert stats["median_chunk_tokens"] <= stats["p95_chunk_tokens"] <= stats["longest_chunk_tokens"]
+
+
+def test_every_schema_error_of_a_case_is_on_its_one_line(tmp_path):
+    raw = {
+        "case": "sloppy",
+        "input": {
+            "corpus": {"path": "."},
+            "chunking": {"line": {"strategy": "line"}},
+            "query": "q",
+            "query_type": "tests",
+            "difficulty": "trivial",
+        },
+        "expected": {"expected_files": []},
+    }
+    _, problem = expand_case("code_retrieval", raw, "f.yaml", directory=tmp_path)
+    assert problem is not None
+    message = problem.message
+    assert message.count(";") >= 2
+    assert "input.query_type" in message and "input.difficulty" in message and "expected.expected_files" in message

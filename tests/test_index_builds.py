@@ -155,3 +155,28 @@ def test_usage_tells_embedded_texts_from_earlier_runs_and_from_this_run(tmp_path
         current_usage.reset(token)
     assert (usage.texts_embedded, usage.embedding_cache_hits, usage.embedding_shared) == (2, 2, 1)
     assert usage.to_json()["embedding_shared"] == 1
+
+
+def test_a_benchmark_run_draws_the_bar_on_the_terminal_past_the_capture(pytester):
+    pytester.makeconftest('pytest_plugins = ["plugin"]')
+    (pytester.path / "benchmark" / "data").mkdir(parents=True)
+    (pytester.path / "benchmark" / "models.yaml").write_text("models:\n  - {id: bow, kind: embedder, builtin: bow}\n")
+    source = (REPO / "benchmark" / "test_code_retrieval.py").read_text()
+    (pytester.path / "benchmark" / "test_code_retrieval.py").write_text(source)
+    (pytester.path / "benchmark" / "data" / "big.py").write_text(
+        "".join(f"VALUE_{n} = {n}  # line {n}\n" for n in range(PROGRESS_FROM + 10))
+    )
+    (pytester.path / "benchmark" / "data" / "code_retrieval_data.yaml").write_text(
+        "code_retrieval:\n"
+        "  - case: big\n"
+        "    input:\n"
+        "      corpus: {path: big.py}\n"
+        "      chunking: {one: {strategy: line, lines: 1, overlap: 0}}\n"
+        "      query: value seven\n"
+        "    expected: {expected_files: [big.py], answer_keywords: [VALUE_7 ]}\n"
+    )
+    result = pytester.runpytest_subprocess("benchmark", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    shown = result.stdout.str() + result.stderr.str()
+    assert "bow: embedding: 100%" in shown and f"{PROGRESS_FROM + 10}/{PROGRESS_FROM + 10}" in shown
+    assert "chunk/s" in shown
