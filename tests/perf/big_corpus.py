@@ -11,7 +11,7 @@ Prints four figures, each with its goal:
    from an empty cache (goal: at least 0.9);
 4. texts embedded again after a build killed with SIGKILL in the middle (goal: only the rest).
 
-    python tests/perf/big_corpus.py [--embed 512] [--kill-texts 768] [--stdlib-all]
+    python tests/perf/big_corpus.py [--embed 512] [--kill-texts 768] [--stdlib-all] [--no-model]
 
 Figures 3 and 4 embed `--embed` and `--kill-texts` chunks with MiniLM (about 17 chunks/s of 256
 tokens on a 2-core CPU; these chunks are shorter): a few minutes in all.
@@ -244,11 +244,13 @@ def main() -> None:
     parser.add_argument("--embed", type=int, default=512, help="chunks embedded for the throughput figure")
     parser.add_argument("--kill-texts", type=int, default=768, help="chunks of the build that is killed")
     parser.add_argument("--stdlib-all", action="store_true", help="the whole standard library, not a slice")
+    parser.add_argument("--no-model", action="store_true", help="figures 1 and 2 only: nothing embedded by MiniLM")
     options = parser.parse_args()
     listings_per_session(options.stdlib_all)
     texts = rank_and_score_time(semantic_cases(options.stdlib_all))
-    throughput(texts[: options.embed])
-    killed_build(texts[options.embed : options.embed + options.kill_texts])
+    if not options.no_model:
+        throughput(texts[: options.embed])
+        killed_build(texts[options.embed : options.embed + options.kill_texts])
 
 
 if __name__ == "__main__":
