@@ -99,26 +99,40 @@ def load_suite(
     for path in data_files(data_dir):
         rel = _relative(path, root)
         suite.files.append(rel)
-        for family, raw_case, problem in _read_file(path, rel, known):
+        for family, given, problem in _read_file(path, rel, known):
             if problem is not None:
                 suite.problems.append(problem)
                 continue
-            assert family is not None and raw_case is not None
-            name = raw_case["case"]
-            if (family, name) in first_seen:
-                suite.problems.append(
-                    Problem(rel, name, f"duplicate case name (first in {first_seen[(family, name)]})", family)
+            assert family is not None and given is not None
+            raw_cases, source_problems = _from_source(family, given, path.parent.resolve())
+            suite.problems += [Problem(rel, name, message, family) for name, message in source_problems]
+            for raw_case in raw_cases:
+                name = raw_case.get("case")
+                if isinstance(name, str) and (family, name) in first_seen:
+                    suite.problems.append(
+                        Problem(rel, name, f"duplicate case name (first in {first_seen[(family, name)]})", family)
+                    )
+                    continue
+                expanded, problem = expand_case(
+                    family, raw_case, rel, directory=path.parent.resolve(), max_variants=max_variants
                 )
-                continue
-            expanded, problem = expand_case(
-                family, raw_case, rel, directory=path.parent.resolve(), max_variants=max_variants
-            )
-            if problem is not None:
-                suite.problems.append(problem)
-                continue
-            first_seen[(family, name)] = rel
-            suite.cases.setdefault(family, []).extend(expanded)
+                if problem is not None:
+                    suite.problems.append(problem)
+                    continue
+                first_seen[(family, str(name))] = rel
+                suite.cases.setdefault(family, []).extend(expanded)
     return suite
+
+
+def _from_source(
+    family: str, raw: dict[str, Any], directory: Path
+) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """The raw cases a case stands for: itself, or the cases of the query file or dataset it
+    names, when its family reads such sources."""
+    descriptor = family_named(family)
+    if descriptor is None or descriptor.case_source is None:
+        return [raw], []
+    return descriptor.case_source(raw, directory)
 
 
 def _relative(path: Path, root: Path | None) -> str:
@@ -259,26 +273,27 @@ def expand_case(
             resolved[key] = raw_input[key][choice]
         content = {"input": resolved, "expected": expected}
         try:
-            validated = schema.model_validate(content)
+            validated: Any = schema.model_validate(content)
         except ValidationError as error:
             errors += _located(error, dict(choices), variant_names, skip=missing)
             continue
         if errors:
             continue  # keep looking for errors, but build nothing
         fields = dict(validated)  # the schema's fields, as validated (a schema is any BaseModel)
-        expanded.append(
-            Case(
-                family=family,
-                name=name,
-                choices=choices,
-                input=fields["input"],
-                expected=fields["expected"],
-                raw=content,
-                file=file,
-                metadata=metadata,
-                directory=directory,
-            )
+        case = Case(
+            family=family,
+            name=name,
+            choices=choices,
+            input=fields["input"],
+            expected=fields["expected"],
+            raw=content,
+            file=file,
+            metadata=metadata,
+            directory=directory,
         )
+        # the family's checks against what the case reads (an expected file not in its corpus)
+        errors += descriptor.check(case) if descriptor is not None and descriptor.check is not None else []
+        expanded.append(case)
     return (expanded, None) if not errors else problem()
 
 
@@ -332,3 +347,8 @@ def _located(error: ValidationError, choices: dict[str, str], variant_fields: se
             path = [*path[:2], choices[path[1]], *path[2:]]
         lines.append(error_line(path, message))
     return lines
+
+
+def validation_errors(error: ValidationError) -> list[str]:
+    """Pydantic's errors as `location: message`, without their URLs."""
+    return [error_line(path, message) for path, message in field_errors(error)]

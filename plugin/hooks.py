@@ -19,8 +19,8 @@ from plugin.cache import set_cache_dir
 from plugin.case import CaseInputError
 from plugin.cases import DEFAULT_MAX_VARIANTS, without_prompts
 from plugin.cli import load_dotenv
-from plugin.families import family_named, register
-from plugin.models import aio
+from plugin.families import all_families, family_named, register
+from plugin.models import aio, progress
 from plugin.models.client import ModelError
 from plugin.models.spec import ModelsFileError
 from plugin.session import MODEL_FIXTURES, STATE_KEY, BenchmarkState, get_state
@@ -98,6 +98,13 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "cases(where): run a benchmark test only on the cases for which where(case) is true"
     )
     if _selected(config):
+        capture = config.pluginmanager.getplugin("capturemanager")
+        if workerinput is None and capture is not None:  # progress bars reach the terminal, not the capture
+            progress.show_on_terminal(capture.global_and_fixture_disabled)
+            config.add_cleanup(lambda: progress.show_on_terminal(None))
+        for family in all_families().values():
+            if family.new_session is not None:
+                family.new_session()
         try:
             state.models  # noqa: B018 - decide the matrix now, so a bad models.yaml stops the run at once
             state.evaluator  # noqa: B018 - and the evaluator
@@ -162,7 +169,8 @@ def _usage_line(totals: dict[str, float]) -> str:
     line = (
         f"this run: {t.get('calls', 0)} LLM calls ({t.get('cached_calls', 0)} from the response cache), "
         f"{t.get('prompt_tokens', 0) + t.get('completion_tokens', 0)} tokens; "
-        f"{t.get('texts_embedded', 0)} texts embedded, {t.get('embedding_cache_hits', 0)} from the embedding cache"
+        f"{t.get('texts_embedded', 0)} texts embedded, {t.get('embedding_cache_hits', 0)} from the embedding cache "
+        f"of earlier runs, {t.get('embedding_shared', 0)} shared within this run"
     )
     if totals.get("cost_usd"):
         line += f"; cost ${totals['cost_usd']:.4f}"

@@ -409,3 +409,43 @@ def test_real_library_files_are_covered_and_capped(strategy):
     if strategy == "bounded":
         assert all(code_size(c) <= 400 for c in chunks)
     assert any(c.context == "class TextWrapper > def wrap" for c in chunks)
+
+
+# --- capped semantic chunks --------------------------------------------------------------------
+
+
+def test_a_semantic_definition_over_the_cap_is_split_along_its_syntax_in_its_context():
+    cap = 60
+    chunks = chunk_file("table.py", LONG_PYTHON, Chunking(strategy="semantic", max_chars=cap))
+    assert covers_every_line_with_code(chunks, LONG_PYTHON)
+    assert all(code_size(c) <= cap for c in chunks)
+    render = [c for c in chunks if c.context.startswith("class Table > def render")]
+    assert len(render) >= 2  # one definition, too large for one chunk
+    assert all(c.text.startswith("[file: table.py]\n[context: class Table > def render") for c in render)
+    # definitions that fit stay whole, one each, as without a cap
+    assert [(c.start, c.end, c.context) for c in chunks[:2]] == [(1, 2, "def small_one"), (5, 6, "def small_two")]
+    assert [(c.start, c.end, c.context) for c in chunks if c.context.endswith("def width")] == [
+        (20, 21, "class Table > def width")
+    ]
+
+
+def test_the_semantic_cap_defaults_to_about_what_minilm_reads_and_max_chars_overrides_it():
+    from plugin.families.code_retrieval.chunking import BOUNDED_CAP, SEMANTIC_CAP
+
+    assert Chunking(strategy="semantic").cap == SEMANTIC_CAP == 600
+    assert Chunking(strategy="bounded").cap == BOUNDED_CAP == 400
+    assert Chunking(strategy="semantic", max_chars=10_000).cap == 10_000
+    text = (stdlib_root() / "json" / "decoder.py").read_text(encoding="utf-8")
+    uncapped = chunk_file("decoder.py", text, Chunking(strategy="semantic", max_chars=100_000))
+    capped = chunk_file("decoder.py", text, SEMANTIC)
+    assert max(code_size(c) for c in uncapped) > SEMANTIC_CAP  # py_scanstring, JSONObject ...
+    assert all(code_size(c) <= SEMANTIC_CAP for c in capped)
+    assert covers_every_line_with_code(capped, text)
+    assert {c.context.split(" > ")[0] for c in capped} >= {"def py_scanstring", "def JSONObject"}
+
+
+def test_a_semantic_markdown_section_over_the_cap_is_packed_with_its_heading_trail():
+    text = "# Title\n\n" + "\n".join(f"word{n} " * 5 for n in range(20)) + "\n## Next\n\nshort\n"
+    chunks = chunk_file("notes.md", text, Chunking(strategy="semantic", max_chars=80))
+    assert all(code_size(c) <= 80 for c in chunks) and covers_every_line_with_code(chunks, text)
+    assert {c.context for c in chunks} == {"Title", "Title > Next"}

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from project import REPO, write
+from project import REPO, assert_outcomes, write
 
 from plugin.case import CaseInputError
 from plugin.cases import expand_case
 from plugin.families.code_retrieval import retrieval as code_retrieval
 from plugin.families.code_retrieval.chunking import Chunk
-from plugin.families.code_retrieval.corpus import CorpusSpec, list_files, load_corpus, locate, stdlib_root
+from plugin.families.code_retrieval.corpus import CorpusSpec, forget, list_files, load_corpus, locate, stdlib_root
 from plugin.models.bm25 import BM25Retriever, code_tokens
 from plugin.models.embedding_cache import EmbeddingCache
 from plugin.models.lexical import HashingBagOfWords
@@ -272,11 +272,27 @@ def test_expected_answers_are_validated(tmp_path):
     assert problem is not None and "line range '9-2'" in problem.message
 
 
-def test_an_expected_file_missing_from_the_corpus_is_one_line_naming_the_case(tmp_path):
+def test_an_expected_file_missing_from_the_corpus_is_a_problem_at_collection(tmp_path):
     write(tmp_path / "a.py", "KEY = 1\n")
-    case = make_case(tmp_path, {"expected_files": ["gone.py"], "answer_keywords": ["KEY"]}, name="lost")
+    raw = {
+        "case": "lost",
+        "input": {"corpus": {"path": "."}, "chunking": {"semantic": {"strategy": "semantic"}}, "query": "q"},
+        "expected": {"expected_files": ["gone.py", "a.py", "b/c.py"], "answer_keywords": ["KEY"]},
+    }
+    cases, problem = expand_case("code_retrieval", raw, "f.yaml", directory=tmp_path)
+    assert cases == [] and problem is not None
+    # every missing file at once
+    assert problem.line() == (
+        "f.yaml: case 'lost': expected file gone.py is not in the corpus (path .); "
+        "expected file b/c.py is not in the corpus (path .)"
+    )
+    # a file that disappears after collection is still one line when the item runs
+    raw["expected"]["expected_files"] = ["a.py"]
+    case = expand_case("code_retrieval", raw, "f.yaml", directory=tmp_path)[0][0]
+    (tmp_path / "a.py").rename(tmp_path / "b.py")
+    forget()
     bm25 = BM25Retriever(ModelSpec(id="bm25", kind="retriever", builtin="bm25"))
-    with pytest.raises(CaseInputError, match=r"^case 'lost': expected file gone.py is not in the corpus \(path \.\)$"):
+    with pytest.raises(CaseInputError, match=r"^case 'lost': expected file a.py is not in the corpus \(path \.\)$"):
         code_retrieval.search(bm25, case)
 
 
@@ -534,19 +550,20 @@ def test_a_cached_rerun_imports_no_parser_and_a_changed_corpus_reruns(project):
     project.runpytest("benchmark", "-p", "no:cacheprovider").assert_outcomes(passed=ITEMS)
 
 
-def test_a_missing_corpus_or_expected_file_is_one_line_naming_the_case(project):
+def test_a_missing_corpus_is_an_error_row_and_a_missing_expected_file_a_problem_line(project):
     write(project.path / "benchmark" / "data" / "code_retrieval_data.yaml", BROKEN_CASES)
     result = project.runpytest("benchmark", "-p", "no:cacheprovider", "-k", "bm25")
-    result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(
-        [
-            "*error in 1 of 1 iteration(s): case 'gone': corpus path nowhere not found",
-            "*error in 1 of 1 iteration(s): case 'wrong_file': expected file geo/missing.py is not in the corpus*",
-        ],
-        consecutive=False,
-    )
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*case 'wrong_file': expected file geo/missing.py is not in the corpus (path tiny)"])
+    for _ in range(2):  # the problem stays a problem: no error row, nothing to rerun
+        result = project.runpytest(
+            "benchmark", "-p", "no:cacheprovider", "-k", "bm25", "--continue-on-collection-errors"
+        )
+        result.assert_outcomes(failed=1, errors=1)
+        result.stdout.fnmatch_lines(["*error in 1 of 1 iteration(s): case 'gone': corpus path nowhere not found"])
     assert "Traceback" not in result.stdout.str()
-    assert {r["status"] for r in stored(project)} == {"error"}
+    rows = stored(project)
+    assert {r["case"] for r in rows} == {"gone"} and {r["status"] for r in rows} == {"error"}
 
 
 def test_a_dangling_link_is_not_a_corpus_file(tmp_path):
@@ -564,3 +581,72 @@ def test_an_unreadable_corpus_file_is_one_line(tmp_path):
     (tmp_path / "repo" / "a.py").chmod(0)
     with pytest.raises(CaseInputError, match=r"^corpus .*: cannot read a.py: Permission denied$"):
         load_corpus(CorpusSpec(path="repo", include=["*.py"]), tmp_path)
+
+
+# --- one listing per session, and chunk sizes in every row -------------------------------------
+
+MANY_GLOBS = [
+    f"**/*.{ext}" for ext in "py js md rs go java c h ts tsx toml yaml yml json txt rst cfg ini sh css html".split()
+]
+
+
+def test_a_corpus_is_listed_once_per_session_whatever_its_globs_and_items(project):
+    from plugin.families.code_retrieval.corpus import LISTINGS
+
+    globs = ", ".join(f'"{g}"' for g in MANY_GLOBS)
+    data = project.path / "benchmark" / "data" / "code_retrieval_data.yaml"
+    data.write_text(TINY_CASES.replace('include: ["**/*.py", "**/*.js", "**/*.md"]', f"include: [{globs}]"))
+    for _ in range(2):  # a cold session, then a cached one: each lists the corpus once
+        before = LISTINGS.count
+        result = project.runpytest("benchmark", "-p", "no:cacheprovider")
+        assert LISTINGS.count - before == 1
+    assert_outcomes(result, cached=ITEMS)
+
+
+def test_session_corpora_are_read_once_until_a_new_session(tmp_path):
+    from plugin.families.code_retrieval.corpus import LISTINGS, session_corpus
+
+    write(tmp_path / "a.py", "A = 1\n")
+    spec = CorpusSpec(path=".", include=MANY_GLOBS)
+    before = LISTINGS.count
+    first = session_corpus(spec, tmp_path)
+    write(tmp_path / "b.py", "B = 1\n")
+    assert session_corpus(spec, tmp_path) is first and LISTINGS.count - before == 1
+    forget()
+    assert session_corpus(spec, tmp_path).paths == {"a.py", "b.py"}
+
+
+def test_the_index_reports_chunk_sizes_against_the_cap_and_the_models_limit(tmp_path):
+    write(tmp_path / "a.py", "def alpha():\n    return 1\n\n\ndef beta():\n    " + "x = 1; " * 200 + "\n")
+
+    class Counted(HashingBagOfWords):
+        context_limit = 50
+
+        def token_counts(self, texts):
+            return [len(t.split()) for t in texts]
+
+    model = Counted(ModelSpec(id="bow", kind="embedder", builtin="bow"))
+    corpus = code_retrieval.corpus_of(make_case(tmp_path, {"expected_files": ["a.py"], "answer_keywords": ["x"]}))
+    stats = code_retrieval.index_of(model, corpus, code_retrieval.Chunking(strategy="semantic", max_chars=300)).stats
+    assert stats["max_chars"] == 300 and stats["longest_chunk_chars"] <= 300 and stats["chunks"] >= 3
+    assert stats["token_limit"] == 50 and stats["chunks_over_limit"] >= 1
+    assert stats["median_chunk_tokens"] <= stats["p95_chunk_tokens"] <= stats["longest_chunk_tokens"]
+
+
+def test_every_schema_error_of_a_case_is_on_its_one_line(tmp_path):
+    raw = {
+        "case": "sloppy",
+        "input": {
+            "corpus": {"path": "."},
+            "chunking": {"line": {"strategy": "line"}},
+            "query": "q",
+            "query_type": "tests",
+            "difficulty": "trivial",
+        },
+        "expected": {"expected_files": []},
+    }
+    _, problem = expand_case("code_retrieval", raw, "f.yaml", directory=tmp_path)
+    assert problem is not None
+    message = problem.message
+    assert message.count(";") >= 2
+    assert "input.query_type" in message and "input.difficulty" in message and "expected.expected_files" in message

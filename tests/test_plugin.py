@@ -393,11 +393,17 @@ def test_the_summary_counts_calls_and_embeddings_of_this_run(bench, server):
     result = run(bench)
     # 2 embedder items share one question and have two fragments: 3 texts embedded, 1 reused
     result.stdout.fnmatch_lines(
-        ["this run: 5 LLM calls (0 from the response cache), * tokens; 3 texts embedded, 1 from*"]
+        [
+            "this run: 5 LLM calls (0 from the response cache), * tokens; 3 texts embedded, "
+            "0 from the embedding cache of earlier runs, 1 shared within this run"
+        ]
     )
     result = run(bench, "--run-all")
     result.stdout.fnmatch_lines(
-        ["this run: 5 LLM calls (5 from the response cache), * tokens; 0 texts embedded, 4 from*"]
+        [
+            "this run: 5 LLM calls (5 from the response cache), * tokens; 0 texts embedded, "
+            "4 from the embedding cache of earlier runs, 0 shared within this run"
+        ]
     )
 
 

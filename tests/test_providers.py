@@ -244,4 +244,4 @@ def test_a_provider_module_beside_the_benchmark_joins_the_matrix(bench, server):
     result.assert_outcomes(passed=5)
     stored = [json.loads(line) for line in (bench.path / "benchmark/results/rag_interpretation.jsonl").open()]
     assert {r["model"] for r in stored} == {"loud"} and not any(r["errors"] for r in stored)
-    print(result.stderr.str()); result.stdout.fnmatch_lines(["*ragmatrix leaderboard*", "*loud*"])
+    result.stdout.fnmatch_lines(["*ragmatrix leaderboard*", "*loud*"])

@@ -69,6 +69,16 @@ class Family:
     binary_metrics: tuple[str, ...] = ()
     # Case metadata (or input) fields the leaderboard breaks the headline down by.
     breakdowns: tuple[str, ...] = ()
+    # A case that names a source of cases (a query file, a dataset) as the raw cases it holds:
+    # `case_source(raw, directory) -> (raw cases, [(case name, problem), ...])`. A raw case that
+    # names no source is returned as it is.
+    case_source: Callable[[dict[str, Any], Path], tuple[list[dict[str, Any]], list[tuple[str, str]]]] | None = None
+    # Checks of an expanded case at collection, against what it reads (its corpus): each line is
+    # a problem shown with the case, and the case does not run.
+    check: Callable[[Case], list[str]] | None = None
+    # Forgets what the family remembered in the previous session (listed corpora), so that a
+    # new session sees files edited since; called when a benchmark session starts.
+    new_session: Callable[[], None] | None = None
     # Extra report blocks for this family: `section(table, images) -> blocks`, where `images`
     # are the file names its plots drew.
     report_sections: Sequence[Callable[[Any, list[str]], list[Any]]] = field(default=())

@@ -31,13 +31,15 @@ class EmbeddingCache:
     """Embedding vectors per (model fingerprint, text), safe to share between processes.
 
     `hits` counts the texts served from the cache, `embedded` the texts stored after being
-    sent to the model.
+    sent to the model; `written_here` tells a text stored by this object (this run) from one
+    stored by an earlier run.
     """
 
     def __init__(self, directory: Path | None = None) -> None:
         self.path, self._db = open_database("embeddings.sqlite", directory)
         self.hits = 0
         self.embedded = 0
+        self._written: set[tuple[str, str]] = set()  # (model, text key) stored by this run
         self._lock = threading.Lock()
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS embeddings ("
@@ -97,7 +99,13 @@ class EmbeddingCache:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+            self._written.update((model_fp, key) for _, key, _, _ in rows)
         self.embedded += len(texts)
+
+    def written_here(self, model_fp: str, texts: Sequence[str]) -> int:
+        """How many of `texts` this run stored (the rest of the hits come from earlier runs)."""
+        with self._lock:
+            return sum((model_fp, text_key(t)) in self._written for t in texts)
 
     def get_timing(self, model_fp: str, device: str, batch: str) -> float | None:
         with self._lock:

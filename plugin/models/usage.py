@@ -18,7 +18,8 @@ class Usage:
     completion_tokens: int = 0
     cost_usd: float | None = 0.0
     texts_embedded: int = 0  # texts sent to an embedding model
-    embedding_cache_hits: int = 0  # texts served from the embedding cache instead
+    embedding_cache_hits: int = 0  # texts served from the embedding cache, stored by an earlier run
+    embedding_shared: int = 0  # texts served from the embedding cache, stored earlier in this run
 
     def add(self, usage: dict[str, Any] | None, cost: float | None, cached: bool) -> None:
         self.calls += 1
@@ -40,9 +41,10 @@ class Usage:
         }
         if self.cost_usd is not None and self.calls:
             data["cost_usd"] = round(self.cost_usd, 8)
-        if self.texts_embedded or self.embedding_cache_hits:
+        if self.texts_embedded or self.embedding_cache_hits or self.embedding_shared:
             data["texts_embedded"] = self.texts_embedded
             data["embedding_cache_hits"] = self.embedding_cache_hits
+            data["embedding_shared"] = self.embedding_shared
         return data
 
 

@@ -509,20 +509,17 @@ def metric_lines(
     return lines
 
 
-def breakdown_value(row: Row, name: str) -> str | None:
-    """Where a row holds a breakdown field: the row itself, else its first iteration's details
-    (or their `metadata` mapping)."""
+def breakdown_values(row: Row, name: str) -> list[str]:
+    """The values a row holds for a breakdown field: on the row itself, else in its first
+    iteration's details. A list (tags) gives each of its values: a row counts under each tag."""
     extra = row.model_extra or {}
-    if name in extra:
-        return str(extra[name])
-    for entry in row.iterations[:1]:
-        details = entry.details
-        if name in details and details[name] is not None:
-            return str(details[name])
-        metadata = details.get("metadata")
-        if isinstance(metadata, dict) and metadata.get(name) is not None:
-            return str(metadata[name])
-    return None
+    found: Any = extra.get(name)
+    if found is None:
+        for entry in row.iterations[:1]:
+            found = entry.details.get(name)
+    if found is None:
+        return []
+    return [str(value) for value in found] if isinstance(found, list) else [str(found)]
 
 
 def breakdown_lines(
@@ -531,16 +528,15 @@ def breakdown_lines(
     lines = []
     for name in fields:
         groups: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        items: Counter[tuple[str, str]] = Counter()
         for row in rows:
-            value = breakdown_value(row, name)
-            if value is None:
-                continue
-            for entry in row.scored_iterations():
-                groups[(value, row.model)][row.case].append(float(entry.score or 0.0))
+            for value in breakdown_values(row, name):
+                items[(value, row.model)] += 1
+                for entry in row.scored_iterations():
+                    groups[(value, row.model)][row.case].append(float(entry.score or 0.0))
         for (value, model), by_case in sorted(groups.items()):
-            items = sum(1 for row in rows if row.model == model and breakdown_value(row, name) == value)
             score = remembered_interval(list(by_case.values()), memo, binary)
-            lines.append(BreakdownLine(family, name, value, model, items, len(by_case), score))
+            lines.append(BreakdownLine(family, name, value, model, items[(value, model)], len(by_case), score))
     return lines
 
 

@@ -9,6 +9,9 @@ Three strategies, chosen per case variant:
   docstring, attributes) and one per method. Markdown is cut at its headings. Every chunk starts
   with a `[file: path]` line and, inside a definition or a section, a `[context: ...]` line such
   as `[context: class JSONDecoder > def decode]` or a heading trail `Install > From source`.
+  Semantic chunks are capped too (`max_chars`, by default `SEMANTIC_CAP`): a definition larger
+  than the cap is split along its syntax as `bounded` splits it, each part keeping the
+  definition's context; a run of code or a section over the cap is packed by whole lines.
 - `bounded`: split then merge, as in cAST: sibling syntax nodes are packed greedily into chunks
   of at most `max_chars` non-white-space characters, and a node too large for one chunk is split
   into its children, recursively, down to single lines (and a line too long for a chunk into
@@ -33,6 +36,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from plugin.families.code_retrieval.corpus import Corpus
 
+BOUNDED_CAP = 400
+# About 256 word pieces of code with its header: what MiniLM-sized models read (see
+# docs/code_retrieval.md for the measurement).
+SEMANTIC_CAP = 600
+
 
 class Chunking(BaseModel):
     """A chunking strategy and its settings (one variant of a case)."""
@@ -42,13 +50,21 @@ class Chunking(BaseModel):
     strategy: Literal["line", "semantic", "bounded"]
     lines: int = Field(default=40, ge=1)  # line windows, and the semantic fallback
     overlap: int = Field(default=10, ge=0)
-    max_chars: int = Field(default=400, ge=20)  # bounded: non-white-space characters of code per chunk
+    # Non-white-space characters of code per chunk, at most: bounded and semantic chunks.
+    max_chars: int | None = Field(default=None, ge=20)
 
     @model_validator(mode="after")
     def overlap_below_lines(self) -> Chunking:
         if self.overlap >= self.lines:
             raise ValueError("overlap must be smaller than lines")
         return self
+
+    @property
+    def cap(self) -> int:
+        """The cap in force: `max_chars`, or the strategy's default."""
+        if self.max_chars is not None:
+            return self.max_chars
+        return BOUNDED_CAP if self.strategy == "bounded" else SEMANTIC_CAP
 
 
 @dataclass(frozen=True)
@@ -93,13 +109,13 @@ def chunk_file(path: str, text: str, chunking: Chunking) -> list[Chunk]:
     if rules is None or tree is None:
         if chunking.strategy == "semantic":
             return line_chunks(path, lines, chunking.lines, chunking.overlap, header=True)
-        return _to_chunks(path, lines, _pack_lines(_Sizes(lines), 0, len(lines) - 1, (), chunking.max_chars))
-    walker = _Walker(rules, lines, text.encode("utf-8"))
+        return _to_chunks(path, lines, _pack_lines(_Sizes(lines), 0, len(lines) - 1, (), chunking.cap))
+    walker = _Walker(rules, lines, text.encode("utf-8"), chunking.cap)
     root = tree.root_node
     if chunking.strategy == "semantic":
-        pieces = walker.semantic(_named(root), ())
+        pieces = walker.capped(walker.semantic(_named(root), ()))
     else:
-        pieces = walker.bounded(_segments(root, 0, len(lines) - 1), (), chunking.max_chars)
+        pieces = walker.bounded(_segments(root, 0, len(lines) - 1), (), chunking.cap)
     return _to_chunks(path, lines, pieces)
 
 
@@ -421,6 +437,7 @@ class _Walker:
     rules: Rules
     lines: list[str]
     source: bytes
+    cap: int
     sizes: _Sizes = field(init=False)
 
     def __post_init__(self) -> None:
@@ -480,6 +497,17 @@ class _Walker:
             covered = end
         return pieces
 
+    def capped(self, pieces: list[_Piece]) -> list[_Piece]:
+        """Semantic pieces with every run of code (a gap between definitions, a class head)
+        over the cap packed by whole lines; definitions were split along their syntax."""
+        out: list[_Piece] = []
+        for piece in pieces:
+            if piece.text is None and not piece.definition and self.sizes(piece.start, piece.end) > self.cap:
+                out.extend(_pack_lines(self.sizes, piece.start, piece.end, piece.trail, self.cap))
+            else:
+                out.append(piece)
+        return out
+
     def _add_gap(self, pieces: list[_Piece], start: int, end: int, trail: tuple[str, ...]) -> None:
         if pieces and not pieces[-1].definition and pieces[-1].trail == trail:
             pieces[-1].end = end
@@ -491,6 +519,13 @@ class _Walker:
         body = node.child_by_field_name("body") if node.type in self.rules.containers else None
         members = self.semantic(_named(body), inner_trail) if body is not None else []
         if not any(p.definition for p in members):
+            if self.sizes(start, end) > self.cap:
+                # Too large to read whole: split along its syntax, as `bounded` does, every part
+                # in the definition's context (and marked a definition, so nothing joins it).
+                parts = self.bounded(_segments(node, start, end), inner_trail, self.cap)
+                for part in parts:
+                    part.definition = True
+                return parts or [_Piece(start, end, inner_trail, definition=True)]
             return [_Piece(start, end, inner_trail, definition=True)]
         # The head (signature, docstring, attributes) and the code between members keep the
         # container's trail; each member is a piece of its own.
@@ -619,13 +654,12 @@ def markdown_sections(lines: list[str]) -> list[_Piece]:
 
 def _markdown_chunks(path: str, lines: list[str], chunking: Chunking) -> list[Chunk]:
     sections = markdown_sections(lines)
-    if chunking.strategy == "bounded":
-        sizes = _Sizes(lines)
-        capped: list[_Piece] = []
-        for section in sections:
-            if sizes(section.start, section.end) <= chunking.max_chars:
-                capped.append(section)
-            else:
-                capped.extend(_pack_lines(sizes, section.start, section.end, section.trail, chunking.max_chars))
-        sections = capped
+    sizes = _Sizes(lines)
+    capped: list[_Piece] = []
+    for section in sections:
+        if sizes(section.start, section.end) <= chunking.cap:
+            capped.append(section)
+        else:
+            capped.extend(_pack_lines(sizes, section.start, section.end, section.trail, chunking.cap))
+    sections = capped
     return _to_chunks(path, lines, sections)

@@ -14,6 +14,11 @@ spans folders). Hidden folders and `__pycache__`, `node_modules`, `site-packages
 The fingerprint is the md5 of every chosen file's relative path and content. It goes into the
 result key, so a changed corpus means new results. It is computed for every item at collection,
 cached runs included, so it is remembered per process while the files' sizes and times stand.
+
+Within a benchmark session a corpus is listed and read once (`session_corpus`), however many
+globs it has and however many items search it; `forget()` starts a new session. Expected files
+may be named by a unique suffix of their path (`matcher/src/lib.rs`), as the Rust embedding
+benchmark allows; `resolve` says which file a name means, or why none.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import os
 import re
 import sysconfig
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -76,12 +81,34 @@ class Corpus:
     files: tuple[SourceFile, ...]  # sorted by path
     fingerprint: str
 
-    @property
-    def paths(self) -> set[str]:
-        return {f.path for f in self.files}
+    @cached_property
+    def paths(self) -> frozenset[str]:
+        return frozenset(f.path for f in self.files)
+
+    @cached_property
+    def _by_name(self) -> dict[str, list[str]]:
+        names: dict[str, list[str]] = {}
+        for f in self.files:
+            names.setdefault(f.path.rsplit("/", 1)[-1], []).append(f.path)
+        return names
 
     def file(self, path: str) -> SourceFile | None:
         return next((f for f in self.files if f.path == path), None)
+
+    def resolve(self, name: str) -> tuple[str | None, str | None]:
+        """The corpus file an expected file names: the exact relative path, else the one file
+        whose path ends with it at a folder boundary (`src/lib.rs` names `crates/x/src/lib.rs`).
+        Returns (path, None), or (None, why not) when no file or several files match."""
+        wanted = name.strip().replace("\\", "/").removeprefix("./")
+        if wanted in self.paths:
+            return wanted, None
+        candidates = [p for p in self._by_name.get(wanted.rsplit("/", 1)[-1], []) if p.endswith("/" + wanted)]
+        if len(candidates) == 1:
+            return candidates[0], None
+        if candidates:
+            shown = ", ".join(candidates[:3]) + (", ..." if len(candidates) > 3 else "")
+            return None, f"expected file {name} is ambiguous in the corpus ({self.label}): {shown}"
+        return None, f"expected file {name} is not in the corpus ({self.label})"
 
 
 @lru_cache(maxsize=1)
@@ -179,8 +206,18 @@ def _literal_prefix(pattern: str) -> str:
     return "/".join(prefix)
 
 
+class _Listings:
+    """How many times a folder was walked: the measure of `session_corpus`'s economy."""
+
+    count = 0
+
+
+LISTINGS = _Listings()
+
+
 def list_files(root: Path, include: list[str], exclude: list[str]) -> list[str]:
     """Relative paths of the files under `root` chosen by the globs, sorted."""
+    LISTINGS.count += 1
     base = str(root)
     chosen: set[str] = set()
     for pattern in include:
@@ -241,6 +278,26 @@ def _load_corpus(spec: CorpusSpec, directory: Path) -> Corpus:
             _corpora.clear()
         _corpora[key] = Corpus(spec.label, root, tuple(source for source, _ in chosen), digest.hexdigest())
     return _corpora[key]
+
+
+_session: dict[tuple[str, str], Corpus] = {}
+
+
+def session_corpus(spec: CorpusSpec, directory: Path) -> Corpus:
+    """The corpus, listed and read once per session: collection and every item of every model
+    share it. A corpus that cannot be read is not remembered, so its error is raised each time."""
+    key = (canonical_json(spec.model_dump()), str(directory))
+    corpus = _session.get(key)
+    if corpus is None:
+        corpus = _session[key] = load_corpus(spec, directory)
+    return corpus
+
+
+def forget() -> None:
+    """Start a new session: corpora are listed again (a long-lived process, a test run inside
+    another)."""
+    _session.clear()
+    _corpora.clear()
 
 
 def _read(root: Path, path: str) -> tuple[SourceFile | None, bytes]:

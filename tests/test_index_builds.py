@@ -1,0 +1,182 @@
+"""Index builds that stream: blocks written to the embedding cache as they are encoded, a
+progress bar, a killed build resumed, and the session line's three counts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from plugin.models.embedder import BLOCK, PROGRESS_FROM
+from plugin.models.embedding_cache import EmbeddingCache
+from plugin.models.lexical import HashingBagOfWords
+from plugin.models.progress import show_on_terminal
+from plugin.models.spec import ModelSpec
+from plugin.models.usage import Usage, current_usage
+
+SPEC = ModelSpec(id="bow", kind="embedder", builtin="bow")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def texts(n: int, start: int = 0) -> list[str]:
+    return [f"chunk {i} " + "word " * (i % 7) for i in range(start, start + n)]
+
+
+class Recording(HashingBagOfWords):
+    """The bag-of-words embedder, recording each block; it dies after `fail_after` blocks."""
+
+    def __init__(self, cache: EmbeddingCache | None, fail_after: int | None = None) -> None:
+        super().__init__(SPEC, cache)
+        self.blocks: list[list[str]] = []
+        self.fail_after = fail_after
+
+    def _encode(self, batch: list[str]) -> np.ndarray:
+        if self.fail_after is not None and len(self.blocks) == self.fail_after:
+            raise KeyboardInterrupt  # as a user's Ctrl-C would land between two blocks
+        self.blocks.append(list(batch))
+        return super()._encode(batch)
+
+
+def test_misses_are_encoded_longest_first_in_blocks_each_stored_when_done(tmp_path):
+    cache = EmbeddingCache(tmp_path)
+    model = Recording(cache)
+    documents = texts(2 * BLOCK + 10)
+    rows = model.embed_documents(documents)
+    assert [len(b) for b in model.blocks] == [BLOCK, BLOCK, 10]
+    lengths = [len(t) for block in model.blocks for t in block]
+    assert lengths == sorted(lengths, reverse=True)
+    assert np.allclose(rows, HashingBagOfWords(SPEC).embed_documents(documents))  # in the order asked
+    assert len(cache) == len(documents)
+
+
+def test_an_interrupted_build_keeps_its_finished_blocks_and_the_rerun_embeds_only_the_rest(tmp_path):
+    documents = texts(3 * BLOCK)
+    with pytest.raises(KeyboardInterrupt):
+        Recording(EmbeddingCache(tmp_path), fail_after=2).embed_documents(documents)
+    assert len(EmbeddingCache(tmp_path)) == 2 * BLOCK
+    again = Recording(EmbeddingCache(tmp_path))
+    again.embed_documents(documents)
+    assert sum(len(b) for b in again.blocks) == BLOCK
+
+
+KILLED_BUILD = """
+import sys, time
+from plugin.models.embedding_cache import EmbeddingCache
+from plugin.models.lexical import HashingBagOfWords
+from plugin.models.spec import ModelSpec
+
+class Slow(HashingBagOfWords):
+    encoded = 0
+
+    def _encode(self, batch):
+        time.sleep(float(sys.argv[2]))  # a model's pace: long enough to be killed mid-build
+        Slow.encoded += len(batch)
+        return super()._encode(batch)
+
+texts = [f"chunk {i} " + "word " * (i % 7) for i in range(4 * 256)]
+Slow(ModelSpec(id="bow", kind="embedder", builtin="bow"), EmbeddingCache(sys.argv[1])).embed_documents(texts)
+print("ENCODED", Slow.encoded)
+"""
+
+
+def stored_rows(directory: Path) -> int:
+    path = directory / "embeddings.sqlite"
+    if not path.exists():
+        return 0
+    try:
+        with sqlite3.connect(path, timeout=5) as db:
+            return int(db.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0])
+    except sqlite3.OperationalError:  # the table is not made yet
+        return 0
+
+
+def test_a_build_killed_with_sigkill_embeds_only_the_rest_when_run_again(tmp_path):
+    script = tmp_path / "build.py"
+    script.write_text(KILLED_BUILD)
+    cache = tmp_path / "cache"
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen([sys.executable, str(script), str(cache), "0.5"], env=environment)
+    deadline = time.monotonic() + 60
+    while stored_rows(cache) < BLOCK and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    kept = stored_rows(cache)
+    assert BLOCK <= kept < 4 * BLOCK
+    done = subprocess.run(
+        [sys.executable, str(script), str(cache), "0"], env=environment, capture_output=True, text=True, check=True
+    )
+    assert f"ENCODED {4 * BLOCK - kept}" in done.stdout
+
+
+def test_a_long_build_shows_a_progress_bar_with_its_rate_and_a_short_one_none(tmp_path, capsys):
+    show_on_terminal(None)  # on stderr as it is, where capsys reads it
+    Recording(None).embed_documents(texts(PROGRESS_FROM - 1))
+    assert capsys.readouterr().err == ""
+    Recording(None).index_documents(texts(PROGRESS_FROM))
+    shown = capsys.readouterr().err
+    assert "bow: embedding: 100%" in shown and f"{PROGRESS_FROM}/{PROGRESS_FROM}" in shown and "chunk/s" in shown
+
+
+def test_the_progress_bar_reaches_the_terminal_through_the_suspended_capture(tmp_path, capsys):
+    suspended: list[str] = []
+
+    class Suspend:
+        def __enter__(self) -> None:
+            suspended.append("in")
+
+        def __exit__(self, *exc: object) -> None:
+            suspended.append("out")
+
+    show_on_terminal(Suspend)
+    try:
+        Recording(None).embed_documents(texts(PROGRESS_FROM))
+    finally:
+        show_on_terminal(None)
+    assert suspended == ["in", "out"]
+
+
+def test_usage_tells_embedded_texts_from_earlier_runs_and_from_this_run(tmp_path):
+    Recording(EmbeddingCache(tmp_path)).embed_documents(["from an earlier run"])
+    usage = Usage()
+    token = current_usage.set(usage)
+    try:
+        model = Recording(EmbeddingCache(tmp_path))  # this run's cache
+        model.embed_documents(["from an earlier run", "new", "also new"])
+        model.embed_documents(["new", "from an earlier run"])
+    finally:
+        current_usage.reset(token)
+    assert (usage.texts_embedded, usage.embedding_cache_hits, usage.embedding_shared) == (2, 2, 1)
+    assert usage.to_json()["embedding_shared"] == 1
+
+
+def test_a_benchmark_run_draws_the_bar_on_the_terminal_past_the_capture(pytester):
+    pytester.makeconftest('pytest_plugins = ["plugin"]')
+    (pytester.path / "benchmark" / "data").mkdir(parents=True)
+    (pytester.path / "benchmark" / "models.yaml").write_text("models:\n  - {id: bow, kind: embedder, builtin: bow}\n")
+    source = (REPO / "benchmark" / "test_code_retrieval.py").read_text()
+    (pytester.path / "benchmark" / "test_code_retrieval.py").write_text(source)
+    (pytester.path / "benchmark" / "data" / "big.py").write_text(
+        "".join(f"VALUE_{n} = {n}  # line {n}\n" for n in range(PROGRESS_FROM + 10))
+    )
+    (pytester.path / "benchmark" / "data" / "code_retrieval_data.yaml").write_text(
+        "code_retrieval:\n"
+        "  - case: big\n"
+        "    input:\n"
+        "      corpus: {path: big.py}\n"
+        "      chunking: {one: {strategy: line, lines: 1, overlap: 0}}\n"
+        "      query: value seven\n"
+        "    expected: {expected_files: [big.py], answer_keywords: [VALUE_7 ]}\n"
+    )
+    result = pytester.runpytest_subprocess("benchmark", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    shown = result.stdout.str() + result.stderr.str()
+    assert "bow: embedding: 100%" in shown and f"{PROGRESS_FROM + 10}/{PROGRESS_FROM + 10}" in shown
+    assert "chunk/s" in shown
