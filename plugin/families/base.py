@@ -83,14 +83,3 @@ class Family:
     # are the file names its plots drew.
     report_sections: Sequence[Callable[[Any, list[str]], list[Any]]] = field(default=())
     plots: Sequence[Plot] = field(default=())
-
-    def details_of(self, iteration: Any) -> BaseModel | None:
-        """An iteration's details as this family's model, or None when it has none or they do
-        not validate (an old row, an error)."""
-        if self.details is None:
-            return None
-        data = iteration if isinstance(iteration, dict) else getattr(iteration, "model_extra", None) or {}
-        try:
-            return self.details.model_validate(data)
-        except ValueError:
-            return None

@@ -20,6 +20,7 @@ FAMILY = Family(
     plain_input_fields=("source", "lengths"),
     # The source text and any user merger are part of every result key.
     corpus_fingerprint=corpus_fingerprint,
+    details=report.RssDetails,
     report_sections=(report.section,),
     plots=(Plot((report.PLOT,), report.draw),),
 )

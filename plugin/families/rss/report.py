@@ -8,16 +8,35 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 PLOT = "rss_by_length.png"
+
+
+class RssDetails(BaseModel):
+    """What an RSS iteration records besides its score, as far as the report reads it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    mode: str = "-"
+    chunking: str = "-"
+    rss_ci95: tuple[float, float] | None = None  # a bootstrap over the item's samples
+    by_length: dict[int, dict[str, float | None]] = {}  # length -> {"rss": ..., "td": ..., "bu": ...}
+
+    def rss_by_length(self) -> dict[int, float]:
+        return {length: float(rss) for length, v in self.by_length.items() if (rss := v.get("rss")) is not None}
+
+
+def _details(entry: Any) -> RssDetails:
+    try:
+        return RssDetails.model_validate(entry.details)
+    except ValueError:
+        return RssDetails()  # an older row's shape: nothing to show, nothing to crash on
 
 
 def _by_length(entry: Any) -> dict[int, float]:
     """An iteration's mean RSS per sequence length."""
-    found: dict[int, float] = {}
-    for length, values in (entry.details.get("by_length") or {}).items():
-        if isinstance(values, dict) and isinstance(values.get("rss"), int | float):
-            found[int(length)] = float(values["rss"])
-    return found
+    return _details(entry).rss_by_length()
 
 
 def draw(out_dir: Path, table: Any, context: Any) -> list[Path]:
@@ -29,7 +48,7 @@ def draw(out_dir: Path, table: Any, context: Any) -> list[Path]:
     )
     for row in table.rows:
         for entry in row.scored_iterations():
-            label = str(row.variant or entry.details.get("mode") or "-")
+            label = row.variant or _details(entry).mode
             for length, rss in _by_length(entry).items():
                 series[row.case][(row.model, label)][length].append(rss)
     if not series:
@@ -79,7 +98,7 @@ def section(table: Any, images: list[str]) -> list[Any]:
             for length, rss in _by_length(entry).items():
                 per_length[length].append(rss)
         lengths.update(per_length)
-        interval = entries[0].details.get("rss_ci95") if len(entries) == 1 else None
+        interval = _details(entries[0]).rss_ci95 if len(entries) == 1 else None
         found.append((row, entries[0], {n: sum(v) / len(v) for n, v in per_length.items()}, interval))
     if not found:
         return []
@@ -91,10 +110,10 @@ def section(table: Any, images: list[str]) -> list[Any]:
             [
                 row.model,
                 row.item,
-                str(entry.details.get("mode", "-")),
-                str(entry.details.get("chunking", "-")),
+                _details(entry).mode,
+                _details(entry).chunking,
                 "-" if row.score is None else f"{float(row.score):.1f}",
-                f"[{interval[0]:.1f}, {interval[1]:.1f}]" if isinstance(interval, list) and len(interval) == 2 else "-",
+                f"[{interval[0]:.1f}, {interval[1]:.1f}]" if interval is not None else "-",
                 *[f"{by_length[n]:.1f}" if n in by_length else "-" for n in columns],
             ]
         )

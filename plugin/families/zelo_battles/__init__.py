@@ -16,6 +16,7 @@ FAMILY = Family(
     prompt_fields=("instruction",),
     # The documents mapping is content, not a set of variants.
     plain_input_fields=("documents",),
+    details=report.ZeloDetails,
     report_sections=(report.section,),
     plots=(Plot((report.PATTERN,), report.draw),),
 )

@@ -8,7 +8,26 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 PATTERN = "zelo_heatmap_*.png"
+
+
+class ZeloDetails(BaseModel):
+    """What a zELO iteration records besides its score, as far as the report reads it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    zelo: dict[str, float]  # document -> zELO
+    battles: list[tuple[str, str, float | None]]  # (first shown, second shown, judge's score)
+    components: int | None = None  # of the comparison graph: zELOs of two are not comparable
+
+
+def details(entry: Any) -> ZeloDetails | None:
+    try:
+        return ZeloDetails.model_validate(entry.details)
+    except ValueError:
+        return None
 
 
 def draw(out_dir: Path, table: Any, context: Any) -> list[Path]:
@@ -17,21 +36,19 @@ def draw(out_dir: Path, table: Any, context: Any) -> list[Path]:
     from plugin.report import heatmap
     from plugin.report.plots import DPI, file_part
 
-    judged: dict[str, dict[str, Any]] = defaultdict(dict)
+    judged: dict[str, dict[str, ZeloDetails]] = defaultdict(dict)
     for row in table.rows:
-        entry = next((e for e in row.scored_iterations() if "zelo" in e.details and "battles" in e.details), None)
-        if entry is not None:
-            judged[row.item][row.model] = entry.details
+        found = next((d for e in row.scored_iterations() if (d := details(e)) is not None), None)
+        if found is not None:
+            judged[row.item][row.model] = found
     if not judged:
         return []
     chosen = list(context.heatmaps) if context.heatmaps else [min(judged, key=lambda item: (-len(judged[item]), item))]
     drawn = []
     for item in chosen:
-        for model, details in sorted(judged.get(item, {}).items()):
-            zelo = {d: float(v) for d, v in details["zelo"].items()}
-            battles = [(a, b, score) for a, b, score in details["battles"]]
+        for model, found in sorted(judged.get(item, {}).items()):
             path = out_dir / f"zelo_heatmap_{file_part(item)}_{file_part(model)}.png"
-            heatmap.draw(path, zelo, battles, f"{item} - {model}", dpi=DPI)
+            heatmap.draw(path, found.zelo, list(found.battles), f"{item} - {model}", dpi=DPI)
             drawn.append(path)
     return drawn
 
