@@ -55,6 +55,10 @@ class Family:
     details: type[BaseModel] | None = None
     # Case metadata (or input) fields the leaderboard breaks the headline down by.
     breakdowns: tuple[str, ...] = ()
+    # The first-round chat requests an LLM's item of a case makes, as a pure function of the
+    # case and the model: the scheduler sends them for every item before the items run, at
+    # each model's full concurrency. Follow-up rounds stay inside the item.
+    first_requests: Callable[[Case, Any], list[list[dict[str, str]]]] | None = None
     # Extra report blocks for this family: `section(table) -> blocks`.
     report_sections: Sequence[Callable[[Any], list[Any]]] = field(default=())
     plots: Sequence[Plot] = field(default=())

@@ -18,7 +18,11 @@ from plugin.families.base import Family, Headline
 from plugin.outcome import Outcome
 
 # Bump when scoring changes: every stored result of this family is then recomputed.
-SCORING_VERSION = 1
+SCORING_VERSION = 2  # 2: an explicit answer longer than MAX_EXPLICIT_WORDS is a format violation
+
+# An explicit case asks for yes or no: an answer of more words than this is a format
+# violation, not a yes hidden in a page of text.
+MAX_EXPLICIT_WORDS = 10
 
 # The embedder baseline says "yes" when the best cosine similarity between the question and a
 # fragment reaches this. It is part of the scoring, so changing it means bumping the version.
@@ -142,6 +146,10 @@ def score(case: object, answer: str) -> Outcome:
 
 
 def _score_explicit(expected: str, answer: str) -> Outcome:
+    words = len(answer.split())
+    if words > MAX_EXPLICIT_WORDS:
+        reason = f"answer of {words} words where yes or no was asked"
+        return Outcome.invalid(reason, answer=answer[:300], words=words)
     said, exact = parse_yes_no(answer)
     if said is None:
         return Outcome.invalid("answer is neither a clear yes nor a clear no", answer=answer)
@@ -191,4 +199,5 @@ FAMILY = Family(
     headline=Headline("accuracy", "accuracy: the share of items judged or answered right"),
     # Only an LLM reads the instruction: its variants collapse for the embedder baseline.
     prompt_fields=("instruction",),
+    first_requests=lambda case, model: [messages(case)],
 )

@@ -2,7 +2,7 @@
 zELO ranking is scored against graded labels. The application itself is `plugin.zelo`."""
 
 from plugin.families.base import Family, Headline
-from plugin.zelo.battles import SCORING_VERSION, ZeloCase, battle, score
+from plugin.zelo.battles import SCORING_VERSION, ZeloCase, battle, first_requests, score
 
 __all__ = ["FAMILY", "battle", "score"]
 
@@ -15,4 +15,6 @@ FAMILY = Family(
     prompt_fields=("instruction",),
     # The documents mapping is content, not a set of variants.
     plain_input_fields=("documents",),
+    # Every judgement an LLM judge (or each member of an ensemble) makes on a first reading.
+    first_requests=first_requests,
 )

@@ -63,6 +63,9 @@ class ModelSpec(BaseModel):
     concurrency: int = Field(default=4, ge=1)
     timeout: float = Field(default=60.0, gt=0)
     retries: int = Field(default=3, ge=0)
+    # Consecutive failed attempts (timeouts, connection errors, 5xx) after which the model is
+    # down for the rest of the session.
+    breaker_after: int = Field(default=5, ge=1)
     # Settings that do.
     params: dict[str, Any] = Field(default_factory=dict)  # temperature, max_tokens, ...
     query_prefix: str = ""

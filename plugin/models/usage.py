@@ -19,6 +19,7 @@ class Usage:
     cost_usd: float | None = 0.0
     texts_embedded: int = 0  # texts sent to an embedding model
     embedding_cache_hits: int = 0  # texts served from the embedding cache instead
+    answers_cut: int = 0  # answers longer than the stored maximum, kept only in part
 
     def add(self, usage: dict[str, Any] | None, cost: float | None, cached: bool) -> None:
         self.calls += 1
@@ -43,6 +44,8 @@ class Usage:
         if self.texts_embedded or self.embedding_cache_hits:
             data["texts_embedded"] = self.texts_embedded
             data["embedding_cache_hits"] = self.embedding_cache_hits
+        if self.answers_cut:
+            data["answers_cut"] = self.answers_cut
         return data
 
 
