@@ -10,10 +10,10 @@ waiting (`ChatModel.achat` takes a request sent ahead instead of asking again); 
 rounds, such as zELO's re-ask of a malformed answer, are asked inside the item.
 
 Which items are this process's:
-- without xdist: every item selected (after `-k`, `--models`, cached skips);
-- on an xdist worker under `--dist loadgroup` (the default: each model is one group), every
-  item of the model of the item about to run, when the first of them runs;
-- under any other xdist distribution, the item's own requests only (its iterations).
+- without xdist: every item selected (after `-k`, `--models`, cached skips), sent when the
+  first benchmark item runs;
+- on an xdist worker: the items xdist has handed this worker and not run yet, looked at as
+  each item starts, so that a worker sends only its own items, batch by batch as they come.
 
 Errors are stored with the request and raised to the item that consumes it, which records
 an error row; nothing failed is cached.
@@ -44,7 +44,6 @@ Messages = list[dict[str, str]]
 class Scheduler:
     state: BenchmarkState
     config: pytest.Config
-    scheduled_models: set[str] = field(default_factory=set)
     scheduled_items: set[str] = field(default_factory=set)
     requests_sent: int = 0
 
@@ -53,18 +52,16 @@ class Scheduler:
         return hasattr(self.config, "workerinput")
 
     def before(self, item: pytest.Item, plan: ItemPlan) -> None:
-        """Called as each benchmark item is about to run: the first one sends ahead."""
-        if item.nodeid in self.scheduled_items or plan.model.id in self.scheduled_models:
-            return
-        if not self.on_worker:
-            chosen = list(self._plans(item.session.items))
-        elif self.config.getoption("dist", "no") == "loadgroup":
-            chosen = [(i, p) for i, p in self._plans(item.session.items) if p.model.id == plan.model.id]
+        """Called as each benchmark item is about to run: sends ahead what is not sent yet."""
+        if self.on_worker:
+            # The items xdist has handed this worker so far; more may come later.
+            candidates = [item, *(_queued_on_worker(self.config, item.session) or [])]
+        elif self.scheduled_items:
+            return  # everything was sent with the first item
         else:
-            chosen = [(item, plan)]
-        if not self.on_worker or self.config.getoption("dist", "no") == "loadgroup":
-            self.scheduled_models.update(p.model.id for _, p in chosen)
-        self.scheduled_items.update(i.nodeid for i, _ in chosen)
+            candidates = list(item.session.items)
+        chosen = [(i, p) for i, p in self._plans(candidates) if i.nodeid not in self.scheduled_items]
+        self.scheduled_items.update(i.nodeid for i in candidates)
         requests = list(self._requests([p for _, p in chosen]))
         if requests:
             self._send(requests)
@@ -74,7 +71,7 @@ class Scheduler:
             if item.get_closest_marker("skip") is not None:
                 continue  # cached
             plan = plan_for(item, self.state)
-            if plan is not None and plan.model.id not in self.scheduled_models:
+            if plan is not None:
                 yield item, plan
 
     def _requests(self, plans: list[ItemPlan]) -> Iterator[tuple[Any, Messages, int]]:
@@ -157,6 +154,22 @@ class _progress:
             self.bar.close()
         if self.suspended is not None:
             self.suspended.__exit__(None, None, None)
+
+
+def _queued_on_worker(config: pytest.Config, session: pytest.Session) -> list[pytest.Item] | None:
+    """On an xdist worker, the items it has been handed and not run yet, or None when xdist
+    does not say (then each item sends only its own requests)."""
+    for plugin in config.pluginmanager.get_plugins():
+        queue = getattr(plugin, "torun", None)
+        if queue is None or not hasattr(queue, "lock"):
+            continue
+        with queue.lock() as queued:
+            indices = [i for i in queued if isinstance(i, int)]
+        following = getattr(plugin, "nextitem_index", None)
+        if isinstance(following, int):
+            indices.insert(0, following)
+        return [session.items[i] for i in indices if 0 <= i < len(session.items)]
+    return None
 
 
 def scheduler(config: pytest.Config, state: BenchmarkState) -> Scheduler:

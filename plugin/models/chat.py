@@ -56,6 +56,7 @@ class ChatModel:
         # reaches the item that needs it, with or without the response cache.
         self._answers: dict[str, asyncio.Task[Answer]] = {}
         self._consumed: set[str] = set()
+        self._first_attempt: asyncio.Event | None = None  # set once the first attempt has ended
 
     @property
     def semaphore(self) -> asyncio.Semaphore:
@@ -103,14 +104,34 @@ class ChatModel:
         if hit is not None and str(hit.get("text") or "").strip():
             text, cut = _capped(str(hit["text"]))
             return Answer(text, hit.get("usage"), hit.get("cost"), cached=True, cut=cut or bool(hit.get("cut")))
-        text, tokens, cost = await call(
-            lambda: self.provider.complete(messages, self.spec.timeout),
-            semaphore=self.semaphore,
-            timeout=self.spec.timeout,
-            policy=self.policy,
-            classify=self.provider.classify,
-            breaker=self.breaker,
-        )
+        # The first attempt of the session goes alone: a client's cold start (lazy imports, its
+        # connection pool) blocks the loop, and must not eat the timeout of every request sent
+        # with it.
+        if self._first_attempt is None:
+            self._first_attempt = first = asyncio.Event()
+        else:
+            first = None
+            await self._first_attempt.wait()
+
+        async def send() -> tuple[str, dict[str, Any], float | None]:
+            try:
+                return await self.provider.complete(messages, self.spec.timeout)
+            finally:
+                if first is not None:
+                    first.set()
+
+        try:
+            text, tokens, cost = await call(
+                send,
+                semaphore=self.semaphore,
+                timeout=self.spec.timeout,
+                policy=self.policy,
+                classify=self.provider.classify,
+                breaker=self.breaker,
+            )
+        finally:
+            if first is not None:  # also when no attempt was made (cancelled, model down)
+                first.set()
         text, cut = _capped(text)
         if self.cache is not None:
             entry: dict[str, Any] = {"text": text, "usage": tokens, "cost": cost}
