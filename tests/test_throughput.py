@@ -7,8 +7,10 @@ OpenAI-compatible server, reached through litellm.
 
 from __future__ import annotations
 
+import io
 import json
 import sqlite3
+import sys
 import time
 
 import pytest
@@ -167,3 +169,43 @@ def test_a_1_mib_answer_is_cut_and_counted_as_a_format_violation(bench, server):
         assert len(iteration["answer"]) <= 16 * 1024
     assert (bench.path / "benchmark/results/rag_interpretation.jsonl").stat().st_size < 50_000
     assert all(len(c["text"]) == 16 * 1024 and c["cut"] for c in cached_responses(bench))
+
+
+def test_a_progress_bar_counts_the_requests_sent_ahead_on_a_terminal(server, monkeypatch, pytestconfig):
+    if hasattr(pytestconfig, "workerinput"):
+        pytest.skip("an xdist worker has no terminal")
+    from project import server_spec
+
+    from plugin.models import aio
+    from plugin.models.chat import ChatModel
+    from plugin.models.litellm_provider import LitellmChat
+    from plugin.scheduling import Scheduler
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "__stderr__", terminal)
+    spec = server_spec(server, "llm", "scripted", concurrency=4)
+    model = ChatModel(spec, LitellmChat(spec), None)
+    try:
+        Scheduler(state=None, config=pytestconfig)._send(  # type: ignore[arg-type]
+            [(model, [{"role": "user", "content": f"q{i}"}], 0) for i in range(6)]
+        )
+    finally:
+        aio.close()
+    assert "ragmatrix: model requests" in terminal.getvalue() and "/6" in terminal.getvalue()
+    assert server.count() == 6
+
+
+def test_an_explicit_answer_of_more_than_a_few_words_is_a_format_violation():
+    from types import SimpleNamespace
+
+    from plugin.families import rag
+
+    case = SimpleNamespace(expected=rag.RagExpected(answer="yes"))
+    assert rag.score(case, "Yes, the fragment is relevant.").valid
+    long = rag.score(case, "yes " * 11)
+    assert (long.score, long.valid) == (0.0, False)
+    assert long.details["invalid_reason"] == "answer of 11 words where yes or no was asked"
