@@ -5,7 +5,8 @@ another, so left alone a model would see one request in flight. Instead, when th
 benchmark item of this process is about to run, the scheduler collects the first-round
 requests of every item this process will run (a family states them with
 `Family.first_requests`, a pure function of the case and the model), for every iteration,
-and sends them all, each model up to its own concurrency. The items then find their answers
+and sends them all, each model up to its own concurrency. An embedder's texts
+(`Family.first_texts`) are embedded the same way, in one batch across items. The items then find their answers
 waiting (`ChatModel.achat` takes a request sent ahead instead of asking again); follow-up
 rounds, such as zELO's re-ask of a malformed answer, are asked inside the item.
 
@@ -65,6 +66,7 @@ class Scheduler:
         requests = list(self._requests([p for _, p in chosen]))
         if requests:
             self._send(requests)
+        self._embed_ahead([p for _, p in chosen])
 
     def _plans(self, items: list[pytest.Item]) -> Iterator[tuple[pytest.Item, ItemPlan]]:
         for item in items:
@@ -90,6 +92,29 @@ class Scheduler:
                 for messages in conversations:
                     for model in models:
                         yield model, messages, sample
+
+    def _embed_ahead(self, plans: list[ItemPlan]) -> None:
+        """Each embedder's texts of all these items, embedded in one batch."""
+        texts: dict[str, tuple[Any, list[str], list[str]]] = {}
+        for plan in plans:
+            first = plan.family.first_texts
+            if first is None or plan.model.kind != "embedder":
+                continue
+            try:
+                model = self.state.registry.build(plan.model)
+                queries, documents = first(plan.case, plan.model)
+            except (ModelError, CaseInputError, ValueError, KeyError, TypeError):
+                continue  # the item itself records the error
+            if not hasattr(model, "prefetch"):
+                continue
+            _, all_queries, all_documents = texts.setdefault(plan.model.id, (model, [], []))
+            all_queries += queries
+            all_documents += documents
+        for model, queries, documents in texts.values():
+            try:
+                model.prefetch(queries, documents)
+            except Exception:  # each item then embeds its own texts and records what fails
+                continue
 
     def _chat_models(self, plan: ItemPlan) -> list[Any]:
         """The chat models an item's requests go to: the LLM, or an ensemble's members."""

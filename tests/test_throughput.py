@@ -107,6 +107,28 @@ def test_under_xdist_each_worker_asks_for_its_own_items(bench, server):
     assert server.max_concurrency > 1
 
 
+def test_an_embedders_texts_are_embedded_in_one_batch_across_items(bench, server):
+    extra = f"""
+  - id: served-embed
+    kind: embedder
+    litellm: openai/test-embed
+    api_base: {server.base_url}
+    batch_size: 64
+"""
+    write(bench.path / "benchmark/models.yaml", models_yaml(server.base_url, extra))
+    result = run(bench, "-k", "served")
+    result.assert_outcomes(passed=2)
+    # one request for the question and both fragments of the two items, instead of two per item
+    assert server.count("embeddings") == 1
+    assert len(server.requests[-1]["body"]["input"]) == 3
+    stored = [r for r in rows(bench) if r["model"] == "served-embed"]
+    assert sum(r["usage"]["texts_embedded"] for r in stored) == 3  # counted once, by the items
+    assert sum(r["usage"]["embedding_cache_hits"] for r in stored) == 1  # the shared question
+    assert {r["status"] for r in stored} == {"ok"}
+    run(bench, "-k", "served", "--run-all", "--no-response-cache").assert_outcomes(passed=2)
+    assert server.count("embeddings") == 2
+
+
 # --- the breaker ------------------------------------------------------------------------------
 
 

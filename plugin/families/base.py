@@ -59,6 +59,9 @@ class Family:
     # case and the model: the scheduler sends them for every item before the items run, at
     # each model's full concurrency. Follow-up rounds stay inside the item.
     first_requests: Callable[[Case, Any], list[list[dict[str, str]]]] | None = None
+    # The same for an embedder's item: the (queries, documents) it embeds, batched across
+    # items by the scheduler.
+    first_texts: Callable[[Case, Any], tuple[list[str], list[str]]] | None = None
     # Extra report blocks for this family: `section(table) -> blocks`.
     report_sections: Sequence[Callable[[Any], list[Any]]] = field(default=())
     plots: Sequence[Plot] = field(default=())

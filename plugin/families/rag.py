@@ -200,4 +200,5 @@ FAMILY = Family(
     # Only an LLM reads the instruction: its variants collapse for the embedder baseline.
     prompt_fields=("instruction",),
     first_requests=lambda case, model: [messages(case)],
+    first_texts=lambda case, model: ([case.input.prompt], case.input.fragment_texts),
 )

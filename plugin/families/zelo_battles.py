@@ -17,4 +17,6 @@ FAMILY = Family(
     plain_input_fields=("documents",),
     # Every judgement an LLM judge (or each member of an ensemble) makes on a first reading.
     first_requests=first_requests,
+    # A similarity judge embeds the query and the documents once per case.
+    first_texts=lambda case, model: ([case.input.query], case.input.texts),
 )
