@@ -231,3 +231,20 @@ def test_an_explicit_answer_of_more_than_a_few_words_is_a_format_violation():
     long = rag.score(case, "yes " * 11)
     assert (long.score, long.valid) == (0.0, False)
     assert long.details["invalid_reason"] == "answer of 11 words where yes or no was asked"
+
+
+@pytest.mark.usefixtures("fresh_event_loop")
+def test_an_embedding_server_that_stops_answering_trips_the_embedders_breaker(server):
+    from project import server_spec
+
+    from plugin.models.client import ModelError
+    from plugin.models.litellm_embedder import LitellmEmbedder
+
+    server.inject(*[Reply.hang(5)] * 6)
+    spec = server_spec(server, "embedder", "test-embed", timeout=0.3, retries=3, breaker_after=2)
+    embedder = LitellmEmbedder(spec, None)
+    with pytest.raises(ModelError, match=r"^model down after 2 failures: last error timed out"):
+        embedder.embed_documents(["a"])
+    with pytest.raises(ModelError, match=r"^model down after 2"):
+        embedder.embed_documents(["b"])
+    assert server.count("embeddings") == 2  # the second call asked nothing
