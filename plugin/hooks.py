@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from plugin import runner
+from plugin import runner, scheduling
 from plugin.cache import set_cache_dir
 from plugin.case import CaseInputError
 from plugin.cases import DEFAULT_MAX_VARIANTS, without_prompts
@@ -317,6 +317,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     plan = runner.plan_for(pyfuncitem, state) if state is not None else None
     if plan is None or state is None:
         return None
+    scheduling.scheduler(pyfuncitem.config, state).before(pyfuncitem, plan)
     runner.run_item(pyfuncitem, plan, state)
     return True
 
@@ -348,6 +349,7 @@ class SessionEnd:
         self.store_notes: list[str] = []
         self.unreported: list[str] = []
         self.totals: dict[str, float] = {}  # usage summed over the items run this session
+        self.down: dict[str, tuple[str, int]] = {}  # model -> (why it is down, its error rows)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         # Runs in the controller under xdist too: it is how the controller learns that
@@ -359,6 +361,10 @@ class SessionEnd:
                 if name == "ragmatrix_usage" and isinstance(value, dict):
                     for key, count in value.items():
                         self.totals[key] = self.totals.get(key, 0) + count
+                if name == "ragmatrix_model_down" and isinstance(value, list):
+                    model, why = str(value[0]), str(value[1])
+                    first_why, items = self.down.get(model, (why, 0))
+                    self.down[model] = (first_why, items + 1)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         state = self.state
@@ -413,3 +419,5 @@ class SessionEnd:
         option = "" if state.results_dir == state.benchmark_dir / "results" else f" --results-dir {shown}"
         write(f"results: {shown} (significance tests, plots and HTML: python -m plugin report{option})")
         write(_usage_line(self.totals))
+        for model, (why, items) in sorted(self.down.items()):
+            write(f"{model}: {why}; {items} item(s) recorded as errors, retried on the next run", red=True)

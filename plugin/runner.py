@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from plugin.case import CaseInputError
-from plugin.models.client import ModelError
+from plugin.models.client import MODEL_DOWN, ModelError
 from plugin.models.usage import Usage, current_sample, current_usage
 from plugin.outcome import Outcome
 from plugin.rows import Iteration, Row
@@ -66,7 +66,7 @@ def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> No
     for iteration in range(state.iterations):
         recorder.outcome = None
         sample_token, usage_token = current_sample.set(iteration), current_usage.set(usage)
-        began = time.perf_counter()
+        began, cut_before = time.perf_counter(), usage.answers_cut
         try:
             item.obj(**arguments)
             if recorder.outcome is None:
@@ -80,6 +80,8 @@ def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> No
         finally:
             current_sample.reset(sample_token)
             current_usage.reset(usage_token)
+        if usage.answers_cut > cut_before:  # the answer stored is not the whole answer
+            entry["answers_cut"] = usage.answers_cut - cut_before
         entry["duration_s"] = round(time.perf_counter() - began, 4)
         entries.append(entry)
         if crash is not None:
@@ -91,6 +93,9 @@ def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> No
     if crash is not None:
         raise crash
     errors = [e["error"] for e in entries if "error" in e]
+    down = next((e for e in errors if e.startswith(MODEL_DOWN)), None)
+    if down is not None:  # for the terminal summary, from any xdist worker
+        item.user_properties.append(("ragmatrix_model_down", [plan.model.id, down]))
     if errors:
         raise ModelFailure(f"error in {len(errors)} of {len(entries)} iteration(s): {errors[0]}")
 

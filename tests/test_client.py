@@ -12,7 +12,7 @@ from project import server_spec
 
 from plugin.cache import SqliteCache
 from plugin.models import aio
-from plugin.models.chat import ChatModel
+from plugin.models.chat import MAX_ANSWER_CHARS, ChatModel
 from plugin.models.client import ModelError
 from plugin.models.litellm_provider import LitellmChat
 from plugin.models.usage import Usage, current_usage
@@ -83,11 +83,54 @@ def test_a_non_json_body_ends_as_an_error_not_a_crash(server):
         chat_model(server, retries=1).chat(QUESTION)
 
 
-def test_empty_choices_and_null_content_are_empty_answers(server):
-    server.inject(Reply.empty_choices(), Reply.null_content())
-    model = chat_model(server)
-    assert model.chat(QUESTION) == ""
-    assert model.chat([{"role": "user", "content": "again"}]) == ""
+def test_empty_choices_null_content_and_empty_text_are_retried_like_a_5xx(server, tmp_path):
+    server.inject(Reply.empty_choices(), Reply.null_content(), Reply.text(""))
+    model = chat_model(server, tmp_path, retries=3)
+    assert model.chat(QUESTION) == "yes"
+    assert server.count() == 4
+    server.reset()
+    server.inject(*[Reply.null_content()] * 3)
+    with pytest.raises(ModelError, match=r"empty answer \(content null\).*after 3 attempts"):
+        chat_model(server, tmp_path).chat([{"role": "user", "content": "again"}])
+    assert len(model.cache) == 1  # only the real answer was cached
+
+
+def test_an_answer_past_the_maximum_is_cut_and_counted(server, tmp_path):
+    server.answer = "yes " * 300_000
+    usage = Usage()
+    token = current_usage.set(usage)
+    try:
+        answer = chat_model(server, tmp_path).chat(QUESTION)
+        again = chat_model(server, tmp_path).chat(QUESTION)  # replayed from the cache, still cut
+    finally:
+        current_usage.reset(token)
+    assert len(answer) == MAX_ANSWER_CHARS and again == answer
+    assert usage.answers_cut == 2 and usage.to_json()["answers_cut"] == 2
+    assert server.count() == 1
+
+
+def test_the_breaker_stops_calls_after_k_consecutive_failures(server):
+    server.inject(*[Reply.error(503)] * 10)
+    model = chat_model(server, retries=1, breaker_after=3, concurrency=1)
+    with pytest.raises(ModelError, match=r"HTTP 503"):
+        model.chat(QUESTION)
+    with pytest.raises(ModelError, match=r"^model down after 3 failures: last error HTTP 503"):
+        model.chat([{"role": "user", "content": "second"}])
+    assert server.count() == 3
+    with pytest.raises(ModelError, match=r"^model down after 3"):
+        model.chat([{"role": "user", "content": "third"}])
+    assert server.count() == 3  # asked no more
+
+
+def test_rate_limits_and_answers_do_not_trip_the_breaker(server):
+    model = chat_model(server, retries=3, breaker_after=2)
+    server.inject(Reply.error(429, retry_after=0), Reply.error(429, retry_after=0), Reply.error(429, retry_after=0))
+    assert model.chat(QUESTION) == "yes"
+    server.inject(Reply.error(500))
+    assert model.chat([{"role": "user", "content": "b"}]) == "yes"  # the answer reset the count
+    server.inject(Reply.error(500))
+    assert model.chat([{"role": "user", "content": "c"}]) == "yes"
+    assert model.breaker.down is None
 
 
 def test_responses_are_cached_per_sample_and_errors_never(server, tmp_path):

@@ -98,7 +98,7 @@ def _ids(matchup: zelo.Matchup) -> tuple[str, str]:
         ("Sure! Document B seems nicer.", "no score found"),
         ("I'm sorry, but I can't help with that request.", "refusal: no score given"),
         ('{"reasoning": "B is far better", "score": 4}', "score 4 is outside [-1, 1]"),
-        ("", "empty answer"),
+        # An empty answer is no answer: a server fault retried by the client layer (test_client.py).
     ],
 )
 def test_answers_that_stay_malformed_are_invalid_never_votes(server, bad, reason):

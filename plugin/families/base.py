@@ -69,6 +69,13 @@ class Family:
     binary_metrics: tuple[str, ...] = ()
     # Case metadata (or input) fields the leaderboard breaks the headline down by.
     breakdowns: tuple[str, ...] = ()
+    # The first-round chat requests an LLM's item of a case makes, as a pure function of the
+    # case and the model: the scheduler sends them for every item before the items run, at
+    # each model's full concurrency. Follow-up rounds stay inside the item.
+    first_requests: Callable[[Case, Any], list[list[dict[str, str]]]] | None = None
+    # The same for an embedder's item: the (queries, documents) it embeds, batched across
+    # items by the scheduler.
+    first_texts: Callable[[Case, Any], tuple[list[str], list[str]]] | None = None
     # A case that names a source of cases (a query file, a dataset) as the raw cases it holds:
     # `case_source(raw, directory) -> (raw cases, [(case name, problem), ...])`. A raw case that
     # names no source is returned as it is.

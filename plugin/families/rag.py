@@ -23,8 +23,13 @@ from plugin.outcome import Outcome
 
 # Bump when scoring changes: every stored result of this family is then recomputed.
 # 2: an explicit answer must equal its label after BioChatter's normalisation (`match: exact`);
-#    the tolerant yes/no reading of version 1 is `match: yes_no`.
+#    the tolerant yes/no reading of version 1 is `match: yes_no`, where an answer longer than
+#    MAX_EXPLICIT_WORDS is a format violation.
 SCORING_VERSION = 2
+
+# An explicit case asks for yes or no: an answer of more words than this is a format
+# violation, not a yes hidden in a page of text.
+MAX_EXPLICIT_WORDS = 10
 
 # The embedder baseline says "yes" when the best cosine similarity between the question and a
 # fragment reaches this. It is part of the scoring, so changing it means bumping the version.
@@ -225,9 +230,20 @@ def score(case: object, answer: str) -> Outcome:
     return _score_implicit(expected, answer)
 
 
+def _too_long(answer: str) -> Outcome | None:
+    """An explicit case asks for one label: a page of text is a format violation, whatever it
+    contains, and only its start is kept."""
+    words = len(answer.split())
+    if words > MAX_EXPLICIT_WORDS:
+        return Outcome.invalid(f"answer of {words} words where one label was asked", answer=answer[:300], words=words)
+    return None
+
+
 def _score_exact(expected: str, answer: str) -> Outcome:
     """BioChatter's rule: the normalised answer must equal the label. Where the label is one
     of a known pair, an answer that is neither of the pair is a format violation."""
+    if (long := _too_long(answer)) is not None:
+        return long
     said, wanted = label(answer), label(expected)
     pair = next((p for p in LABEL_PAIRS if wanted in p), None)
     if pair is not None and said not in pair:
@@ -236,6 +252,8 @@ def _score_exact(expected: str, answer: str) -> Outcome:
 
 
 def _score_explicit(expected: str, answer: str) -> Outcome:
+    if (long := _too_long(answer)) is not None:
+        return long
     said, exact = parse_yes_no(answer)
     if said is None:
         return Outcome.invalid("answer is neither a clear yes nor a clear no", answer=answer)
@@ -321,4 +339,6 @@ FAMILY = Family(
     normalise_input=split_system_messages,
     # Implicit cases without keywords are checked by the evaluator LLM.
     evaluator_prompt=evaluator_instruction,
+    first_requests=lambda case, model: [messages(case)],
+    first_texts=lambda case, model: ([case.input.prompt], case.input.fragment_texts),
 )

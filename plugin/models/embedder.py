@@ -41,6 +41,10 @@ class Embedder:
         self.cache = cache
         self._fingerprint: str | None = None
         self._warmed_up = False
+        # Texts embedded ahead of the items that need them (see `prefetch`): text -> (row,
+        # read from the cache). Kept for the session, so that it works without a cache too.
+        self._ahead: dict[str, tuple[np.ndarray, bool]] = {}
+        self._ahead_used: set[str] = set()
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         raise NotImplementedError
@@ -50,6 +54,27 @@ class Embedder:
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         return self._embed([self.spec.query_prefix + t for t in texts])
+
+    def prefetch(self, queries: list[str], documents: list[str]) -> None:
+        """Embed the texts of many items now, in one batch (the backend splits it by
+        `batch_size`): the items then find their rows here instead of embedding a few texts
+        each. Usage is counted when an item takes a row, as if it had embedded it."""
+        import numpy as np
+
+        texts = [self.spec.query_prefix + q for q in queries] + [self.spec.document_prefix + d for d in documents]
+        unique = [t for t in dict.fromkeys(texts) if t not in self._ahead]
+        if not unique:
+            return
+        if self.cache is not None:
+            for text, vector in zip(unique, self.cache.get_many(self.fingerprint, unique), strict=True):
+                if vector is not None:
+                    self._ahead[text] = (vector, True)
+        misses = [t for t in unique if t not in self._ahead]
+        if misses:
+            encoded = np.asarray(self._encode(misses), dtype=np.float32)
+            if self.cache is not None:
+                self.cache.put_many(self.fingerprint, misses, encoded)
+            self._ahead.update((t, (row, False)) for t, row in zip(misses, encoded, strict=True))
 
     @property
     def fingerprint(self) -> str:
@@ -69,17 +94,33 @@ class Embedder:
             return np.asarray(self._encode([]), dtype=np.float32)
         unique = list(dict.fromkeys(texts))
         vectors: dict[str, np.ndarray] = {}
-        if self.cache is not None:
-            for text, vector in zip(unique, self.cache.get_many(self.fingerprint, unique), strict=True):
+        # Usage counts each text the way the item would have, had nothing been embedded ahead:
+        # embedded by this run (first taken), shared within this run, or from an earlier run.
+        embedded = shared = 0
+        from_cache: list[str] = []
+        for text in unique:
+            if text in self._ahead:
+                vectors[text], cached = self._ahead[text]
+                if cached:
+                    from_cache.append(text)
+                elif text in self._ahead_used:
+                    shared += 1
+                else:
+                    embedded += 1
+                self._ahead_used.add(text)
+        looked_up = [t for t in unique if t not in vectors]
+        if self.cache is not None and looked_up:
+            for text, vector in zip(looked_up, self.cache.get_many(self.fingerprint, looked_up), strict=True):
                 if vector is not None:
                     vectors[text] = vector
+                    from_cache.append(text)
         misses = [t for t in unique if t not in vectors]
         usage = current_usage.get()
         if usage is not None:
-            shared = self.cache.written_here(self.fingerprint, list(vectors)) if self.cache is not None else 0
-            usage.texts_embedded += len(misses)
-            usage.embedding_shared += shared
-            usage.embedding_cache_hits += len(vectors) - shared
+            written_here = self.cache.written_here(self.fingerprint, from_cache) if self.cache is not None else 0
+            usage.texts_embedded += len(misses) + embedded
+            usage.embedding_shared += shared + written_here
+            usage.embedding_cache_hits += len(from_cache) - written_here
         if misses:
             vectors.update(self._encode_in_blocks(misses, unit))
         return np.stack([vectors[t] for t in texts]).astype(np.float32, copy=False)

@@ -10,7 +10,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from plugin.models import aio
-from plugin.models.client import ModelError, RetryPolicy, call
+from plugin.models.client import Breaker, ModelError, RetryPolicy, call
 from plugin.models.embedder import Embedder, normalise_rows
 from plugin.models.litellm_provider import LitellmChat
 from plugin.models.spec import expand_env
@@ -30,6 +30,7 @@ class LitellmEmbedder(Embedder):
         # The chat provider knows how to reach the model and how to classify its failures.
         self.connection = LitellmChat(spec)
         self.policy = RetryPolicy(retries=spec.retries)
+        self.breaker = Breaker(spec.breaker_after)
         self._semaphore: asyncio.Semaphore | None = None
 
     async def _embed_batch(self, texts: list[str]) -> list[list[float]]:
@@ -53,6 +54,7 @@ class LitellmEmbedder(Embedder):
             timeout=self.spec.timeout,
             policy=self.policy,
             classify=self.connection.classify,
+            breaker=self.breaker,
         )
         data = sorted(response.data or [], key=lambda item: _field(item, "index"))
         if len(data) != len(texts):

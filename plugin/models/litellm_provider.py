@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from plugin.models.client import Failure, is_retryable_status, parse_retry_after
+from plugin.models.client import EmptyAnswer, Failure, is_retryable_status, parse_retry_after
 from plugin.models.spec import expand_env
 from plugin.secrets import redact
 
@@ -61,12 +61,16 @@ class LitellmChat:
             **self.spec.params,
         )
         choices = getattr(response, "choices", None) or []
-        # An empty choice list or a null message is the model's garbage, not a transport
-        # failure: the answer is empty and the family scores it as invalid.
-        text = ""
-        if choices:
-            message = getattr(choices[0], "message", None)
-            text = getattr(message, "content", None) or ""
+        # An empty choice list, a null message or an empty text is a server fault that may
+        # pass: retried, never cached, never scored.
+        if not choices:
+            raise EmptyAnswer("no choices")
+        content = getattr(getattr(choices[0], "message", None), "content", None)
+        if content is None:
+            raise EmptyAnswer("content null")
+        text = str(content)
+        if not text.strip():
+            raise EmptyAnswer("empty text")
         usage = getattr(response, "usage", None)
         usage_dict = {
             "prompt_tokens": getattr(usage, "prompt_tokens", 0) or 0,
@@ -95,7 +99,9 @@ class LitellmChat:
             message = f"HTTP {status} {message}"
         transport = name in {"Timeout", "APIConnectionError", "ServiceUnavailableError", "InternalServerError"}
         retryable = is_retryable_status(status) or (status is None and transport)
-        return Failure(message, retryable=retryable, retry_after=_retry_after(error))
+        # A rate limit says the server is there: it must not trip the model's breaker.
+        outage = retryable and status != 429
+        return Failure(message, retryable=retryable, retry_after=_retry_after(error), outage=outage)
 
 
 def _retry_after(error: BaseException) -> float | None:

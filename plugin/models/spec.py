@@ -80,6 +80,9 @@ class ModelSpec(BaseModel):
     concurrency: int = Field(default=4, ge=1)
     timeout: float = Field(default=60.0, gt=0)
     retries: int = Field(default=3, ge=0)
+    # Consecutive failed attempts (timeouts, connection errors, 5xx) after which the model is
+    # down for the rest of the session.
+    breaker_after: int = Field(default=5, ge=1)
 
     # Computed once per spec and settings: every item's key needs it, and a local model's costs
     # a walk of its folder. Keyed by the fields, so a model_copy with changes recomputes it.
@@ -238,9 +241,7 @@ def load_models(path: Path) -> list[ModelSpec]:
         try:
             spec = validate(entry).relative_to(path.parent)
         except ValidationError as error:
-            every = "; ".join(
-                f"{error_location(tuple(loc))}: {message}" for loc, message in field_errors(error)
-            )
+            every = "; ".join(f"{error_location(tuple(loc))}: {message}" for loc, message in field_errors(error))
             raise ModelsFileError(f"{path.name}: model '{name}': {every}") from None
         refer_to(spec.env_names())  # their values are redacted wherever text is stored or shown
         if any(s.id == spec.id for s in specs):

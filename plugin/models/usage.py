@@ -20,6 +20,7 @@ class Usage:
     texts_embedded: int = 0  # texts sent to an embedding model
     embedding_cache_hits: int = 0  # texts served from the embedding cache, stored by an earlier run
     embedding_shared: int = 0  # texts served from the embedding cache, stored earlier in this run
+    answers_cut: int = 0  # answers longer than the stored maximum, kept only in part
 
     def add(self, usage: dict[str, Any] | None, cost: float | None, cached: bool) -> None:
         self.calls += 1
@@ -45,6 +46,8 @@ class Usage:
             data["texts_embedded"] = self.texts_embedded
             data["embedding_cache_hits"] = self.embedding_cache_hits
             data["embedding_shared"] = self.embedding_shared
+        if self.answers_cut:
+            data["answers_cut"] = self.answers_cut
         return data
 
 

@@ -26,7 +26,7 @@ from pydantic_core import PydanticCustomError
 
 from plugin.outcome import Outcome
 from plugin.stats import bradley_terry, metrics
-from plugin.zelo.judges import CaseJudge, Judgement, judge_for, sign
+from plugin.zelo.judges import CaseJudge, Judgement, judge_for, judge_messages, sign
 
 # Bump when scoring changes: every stored result of this family is then recomputed.
 # 2: ties found relative to the score range (not by rounding); the comparison graph's
@@ -199,6 +199,16 @@ def battle(model: Any, case: Any) -> Battles:
     plan = plan_matchups(len(data.ids), data.cycles, data.seed, data.both_orders)
     judgements = aio.run(run_matchups(judge, plan))
     return Battles(data.ids, plan, judgements, judge.setup_calls + _calls(plan, judgements))
+
+
+def first_requests(case: Any, spec: Any = None) -> list[list[dict[str, str]]]:
+    """The messages of every distinct judgement an LLM judge makes of the case on a first
+    reading, in plan order: what `battle` asks before any re-ask of a malformed answer."""
+    data: ZeloInput = case.input
+    texts = data.texts
+    plan = plan_matchups(len(data.ids), data.cycles, data.seed, data.both_orders)
+    shown = dict.fromkeys(m.shown for m in plan)
+    return [judge_messages(data.instruction, data.query, texts[a], texts[b]) for a, b in shown]
 
 
 def _calls(plan: Sequence[Matchup], judgements: Sequence[Judgement]) -> int:

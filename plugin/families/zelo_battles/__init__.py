@@ -3,7 +3,7 @@ zELO ranking is scored against graded labels. The application itself is `plugin.
 
 from plugin.families.base import Family, Headline, Plot
 from plugin.families.zelo_battles import report
-from plugin.zelo.battles import SCORING_VERSION, ZeloCase, battle, score
+from plugin.zelo.battles import SCORING_VERSION, ZeloCase, battle, first_requests, score
 
 __all__ = ["FAMILY", "battle", "score"]
 
@@ -19,4 +19,8 @@ FAMILY = Family(
     details=report.ZeloDetails,
     report_sections=(report.section,),
     plots=(Plot((report.PATTERN,), report.draw),),
+    # Every judgement an LLM judge (or each member of an ensemble) makes on a first reading.
+    first_requests=first_requests,
+    # A similarity judge embeds the query and the documents once per case.
+    first_texts=lambda case, model: ([case.input.query], case.input.texts),
 )

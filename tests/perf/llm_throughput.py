@@ -1,0 +1,170 @@
+"""How much faster is the LLM matrix when every item's requests run at the model's concurrency?
+
+Starts the local OpenAI-compatible test server with a fixed latency per request (200 ms), then
+runs the shipped benchmark's RAG interpretation family (96 items) and part of its zELO family
+through pytest, the plugin and the real client stack (litellm, no response cache), once with
+the LLM at concurrency 1 and once at concurrency 16, and prints, per family and for both
+families in one session (the whole LLM matrix):
+
+- the test phase (collection and interpreter start-up left out) and, within it, the request
+  phase: from the first request the server sees to the last item's end. What comes before
+  the first request is paid once per process, whatever the number of items (importing
+  litellm, the client's cold start): it is printed apart;
+- the speed-up of the request phase and of the test phase;
+- the harness overhead per item: the request phase minus the server's own time (requests x
+  latency / concurrency), divided by the number of items.
+
+Goals: at least 10x for RAG interpretation and at least 8x for the whole LLM matrix.
+
+    python tests/perf/llm_throughput.py [--latency 0.2] [--concurrency 16] [--zelo EXPR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from plugin.testing.openai_server import OpenAIServer  # noqa: E402
+
+# Read as "yes" by an explicit RAG case and as a score by a zELO judge (a tagged line).
+ANSWER = "yes\nSCORE: 0.5"
+
+# Records the test phase of the run: from the first item to the last, collection left out.
+CONFTEST = """
+import json, os, time
+
+import pytest
+
+pytest_plugins = ["plugin"]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtestloop(session):
+    started = time.time()
+    yield
+    with open(os.environ["RAGMATRIX_PERF_TIMINGS"], "w") as handle:
+        json.dump({"started": started, "ended": time.time(), "items": len(session.items)}, handle)
+"""
+
+MODELS = """models:
+  - id: served
+    kind: llm
+    litellm: openai/served
+    api_base: {api_base}
+    concurrency: {concurrency}
+    timeout: 30
+    retries: 2
+"""
+
+
+@dataclass
+class Timing:
+    run_s: float  # the test phase
+    start_s: float  # of which before the first request: paid once per process
+    wall_s: float  # the whole process
+    items: int
+    requests: int
+    max_in_flight: int
+
+    @property
+    def requests_s(self) -> float:
+        return self.run_s - self.start_s
+
+
+def project(folder: Path) -> None:
+    """A benchmark project with the shipped RAG and zELO modules and data."""
+    (folder / "benchmark" / "data").mkdir(parents=True)
+    for family in ("rag_interpretation", "zelo_battles"):
+        shutil.copy(ROOT / "benchmark" / f"test_{family}.py", folder / "benchmark")
+        shutil.copy(ROOT / "benchmark" / "data" / f"{family}_data.yaml", folder / "benchmark" / "data")
+    (folder / "conftest.py").write_text(CONFTEST)
+    (folder / "pytest.ini").write_text("[pytest]\n")
+
+
+def run(folder: Path, server: OpenAIServer, concurrency: int, selection: str) -> Timing:
+    (folder / "benchmark" / "models.yaml").write_text(MODELS.format(api_base=server.base_url, concurrency=concurrency))
+    timings = folder / "timings.json"
+    server.reset()
+    environment = {**os.environ, "RAGMATRIX_PERF_TIMINGS": str(timings), "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "pytest", "benchmark", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    command += ["--no-response-cache", "--results-dir", "results", "--run-all", "-k", selection]
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=folder, env=environment, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        sys.exit(f"the run failed:\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
+    recorded = json.loads(timings.read_text())
+    first = min(r["time"] for r in server.requests if r["path"].endswith("chat/completions"))
+    return Timing(
+        run_s=recorded["ended"] - recorded["started"],
+        start_s=first - recorded["started"],
+        wall_s=wall,
+        items=recorded["items"],
+        requests=server.count(),
+        max_in_flight=server.max_concurrency,
+    )
+
+
+def overhead_ms(timing: Timing, latency: float, concurrency: int) -> float:
+    server_time = timing.requests * latency / concurrency
+    return 1000 * (timing.requests_s - server_time) / timing.items
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument(
+        "--zelo",
+        default="antibiotic_resistance or database_index",
+        help="a -k expression choosing the zELO cases (all of them take minutes at concurrency 1)",
+    )
+    options = parser.parse_args()
+    selections = {
+        "rag_interpretation": "test_rag_interpretation and served",
+        "zelo_battles": f"test_zelo_battles and served and ({options.zelo})",
+    }
+    selections["whole LLM matrix"] = f"({selections['rag_interpretation']}) or ({selections['zelo_battles']})"
+    goals = {"rag_interpretation": 10.0, "whole LLM matrix": 8.0}
+    with tempfile.TemporaryDirectory() as temporary, OpenAIServer(ANSWER, latency=options.latency) as server:
+        folder = Path(temporary)
+        project(folder)
+        print(f"{options.latency * 1000:.0f} ms per request; concurrency 1 vs {options.concurrency}")
+        for name, selection in selections.items():
+            serial = run(folder, server, 1, selection)
+            parallel = run(folder, server, options.concurrency, selection)
+            goal = f"  (goal: at least {goals[name]:g}x)" if name in goals else ""
+            print(f"{name}: {serial.items} items, {serial.requests} requests{goal}")
+            print(
+                f"  request phase   {serial.requests_s:7.2f} s / {parallel.requests_s:6.2f} s   "
+                f"speed-up {serial.requests_s / parallel.requests_s:5.2f}x   "
+                f"(at most {serial.max_in_flight} / {parallel.max_in_flight} in flight)"
+            )
+            print(
+                f"  test phase      {serial.run_s:7.2f} s / {parallel.run_s:6.2f} s   "
+                f"speed-up {serial.run_s / parallel.run_s:5.2f}x   "
+                f"(of which before the first request: {serial.start_s:.2f} s / {parallel.start_s:.2f} s)"
+            )
+            print(
+                f"  whole process   {serial.wall_s:7.2f} s / {parallel.wall_s:6.2f} s   "
+                f"speed-up {serial.wall_s / parallel.wall_s:5.2f}x"
+            )
+            print(
+                f"  harness overhead per item: {overhead_ms(serial, options.latency, 1):.1f} ms / "
+                f"{overhead_ms(parallel, options.latency, options.concurrency):.1f} ms"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,253 @@
+"""Model calls across the whole run: requests sent ahead at each model's concurrency, the
+breaker that ends a dead model's items at once, and empty or oversized answers.
+
+Each test is a small benchmark project (see `bench` in conftest.py) whose LLM is the local
+OpenAI-compatible server, reached through litellm.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+import sys
+import time
+
+import pytest
+from project import assert_outcomes, models_yaml, write
+
+from plugin.testing.openai_server import Reply
+
+LLM_ITEMS = 5  # see test_plugin.py
+
+
+def rows(pytester: pytest.Pytester) -> list[dict]:
+    path = pytester.path / "benchmark/results/rag_interpretation.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("benchmark", "-p", "no:cacheprovider", *args)
+
+
+def settings(pytester: pytest.Pytester, server, **values: object) -> None:
+    """The scripted model of models.yaml with other settings."""
+    text = models_yaml(server.base_url)
+    for name, value in values.items():
+        if f"    {name}:" in text:
+            text = "\n".join(
+                f"    {name}: {value}" if line.startswith(f"    {name}:") else line for line in text.splitlines()
+            )
+        else:
+            text = text.replace("    concurrency:", f"    {name}: {value}\n    concurrency:")
+    write(pytester.path / "benchmark/models.yaml", text)
+
+
+def cached_responses(pytester: pytest.Pytester) -> list[dict]:
+    path = pytester.path / ".benchmark_cache/responses.sqlite"
+    if not path.exists():
+        return []
+    with sqlite3.connect(path) as database:
+        return [json.loads(value) for (value,) in database.execute("SELECT value FROM entries")]
+
+
+# --- concurrency ------------------------------------------------------------------------------
+
+
+def test_the_items_of_a_model_are_asked_at_its_full_concurrency(bench, server):
+    server.latency = 0.4
+    run(bench, "-k", "scripted").assert_outcomes(passed=LLM_ITEMS)
+    assert server.max_concurrency == 4  # the model's limit, reached across items, never passed
+    assert server.count() == LLM_ITEMS
+    arrivals = [r["time"] for r in server.requests if r["path"].endswith("chat/completions")]
+    # the fifth request follows the first four's answers; one after another, it would come
+    # four latencies after the first
+    assert max(arrivals) - min(arrivals) < 2 * 0.4
+
+
+def test_iterations_are_asked_concurrently_too(bench, server):
+    server.latency = 0.3
+    run(bench, "--iterations", "3", "-k", "scripted and pathway_yes").assert_outcomes(passed=2)
+    assert server.count() == 6
+    assert server.max_concurrency == 4
+    assert all(r["n_iterations"] == 3 for r in rows(bench))
+
+
+def test_only_selected_and_uncached_items_are_asked(bench, server):
+    run(bench, "-k", "scripted and pathway_no").assert_outcomes(passed=2)
+    assert server.count() == 2
+    assert all("earth" in json.dumps(r["body"]["messages"]) for r in server.requests if r["body"])
+    assert_outcomes(run(bench, "-k", "scripted"), passed=3, cached=2)
+    assert server.count() == 5  # the cached items were not asked again
+
+
+def test_without_the_response_cache_answers_are_kept_for_the_run_only(bench, server):
+    server.latency = 0.2
+    run(bench, "-k", "scripted", "--no-response-cache").assert_outcomes(passed=LLM_ITEMS)
+    assert server.count() == LLM_ITEMS and server.max_concurrency == 4
+    assert not (bench.path / ".benchmark_cache/responses.sqlite").exists()
+    run(bench, "-k", "scripted", "--no-response-cache", "--run-all").assert_outcomes(passed=LLM_ITEMS)
+    assert server.count() == 2 * LLM_ITEMS
+
+
+def test_usage_is_counted_once_per_item_as_before(bench, server):
+    run(bench, "-k", "scripted").assert_outcomes(passed=LLM_ITEMS)
+    assert all(r["usage"]["calls"] == 1 and r["usage"]["cached_calls"] == 0 for r in rows(bench))
+    result = run(bench, "-k", "scripted", "--run-all")
+    result.stdout.fnmatch_lines(["this run: 5 LLM calls (5 from the response cache)*"])
+
+
+@pytest.mark.slow
+def test_under_xdist_each_worker_asks_for_its_own_items(bench, server):
+    pytest.importorskip("xdist")
+    server.latency = 0.3
+    result = bench.runpytest_subprocess("benchmark", "-n", "2", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=LLM_ITEMS + 2)
+    assert server.count() == LLM_ITEMS  # no item was asked by two workers
+    assert server.max_concurrency > 1
+
+
+def test_an_embedders_texts_are_embedded_in_one_batch_across_items(bench, server):
+    extra = f"""
+  - id: served-embed
+    kind: embedder
+    litellm: openai/test-embed
+    api_base: {server.base_url}
+    batch_size: 64
+"""
+    write(bench.path / "benchmark/models.yaml", models_yaml(server.base_url, extra))
+    result = run(bench, "-k", "served")
+    result.assert_outcomes(passed=2)
+    # one request for the question and both fragments of the two items, instead of two per item
+    assert server.count("embeddings") == 1
+    assert len(server.requests[-1]["body"]["input"]) == 3
+    stored = [r for r in rows(bench) if r["model"] == "served-embed"]
+    assert sum(r["usage"]["texts_embedded"] for r in stored) == 3  # counted once, by the items
+    assert sum(r["usage"]["embedding_shared"] for r in stored) == 1  # the shared question, within this run
+    assert sum(r["usage"]["embedding_cache_hits"] for r in stored) == 0  # nothing from an earlier run
+    assert {r["status"] for r in stored} == {"ok"}
+    run(bench, "-k", "served", "--run-all", "--no-response-cache").assert_outcomes(passed=2)
+    assert server.count("embeddings") == 2
+
+
+# --- the breaker ------------------------------------------------------------------------------
+
+
+def test_a_server_that_never_answers_ends_the_run_in_about_k_timeouts(bench, server):
+    settings(bench, server, timeout=1, retries=3, breaker_after=5)
+    server.on("", Reply.hang(60))  # the models list answers, chat never does
+    started = time.perf_counter()
+    result = run(bench, "-k", "scripted")
+    elapsed = time.perf_counter() - started
+    result.assert_outcomes(failed=LLM_ITEMS)
+    assert elapsed < 5 * 1 + 3  # K x timeout and a margin, not items x attempts x timeout
+    stored = rows(bench)
+    assert len(stored) == LLM_ITEMS and all(r["status"] == "error" and r["score"] is None for r in stored)
+    assert sum(r["iterations"][0]["error"].startswith("model down after 5 failures") for r in stored) >= 1
+    result.stdout.fnmatch_lines(
+        ["scripted: model down after 5 failures: last error timed out after 1 s; * item(s) recorded as errors*"]
+    )
+    assert server.count() <= 8  # two rounds of four, then nothing more
+    server.reset()  # the server is back: the next run retries every item
+    settings(bench, server, timeout=10)
+    run(bench, "-k", "scripted").assert_outcomes(passed=LLM_ITEMS)
+    assert all(r["status"] == "ok" for r in rows(bench))
+
+
+# --- empty and oversized answers --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fault", "what"),
+    [(Reply.empty_choices(), "no choices"), (Reply.null_content(), "content null"), (Reply.text(""), "empty text")],
+)
+def test_an_empty_answer_is_an_error_row_never_cached_and_asked_again(bench, server, fault, what):
+    settings(bench, server, breaker_after=50)
+    server.answer = "no"
+    server.on("EGFR", fault)
+    result = run(bench, "-k", "scripted")
+    result.assert_outcomes(passed=3, failed=2)
+    result.stdout.fnmatch_lines([f"*empty answer ({what})*after 3 attempts*"])
+    errors = [r for r in rows(bench) if r["status"] == "error"]
+    assert len(errors) == 2 and all(r["score"] is None and r["invalid"] == 0 for r in errors)
+    assert server.count() == 3 + 2 * 3  # every attempt of the two items was asked
+    assert [c["text"] for c in cached_responses(bench)] == ["no"] * 3  # nothing empty was cached
+    server.reset()
+    server.answer = "yes"
+    assert_outcomes(run(bench, "-k", "scripted"), passed=2, cached=3)
+    assert server.count() == 2  # asked again, not replayed
+    assert all(r["status"] == "ok" for r in rows(bench))
+
+
+def test_a_1_mib_answer_is_cut_and_counted_as_a_format_violation(bench, server):
+    server.answer = "yes " * (1 << 18)  # 1 MiB
+    run(bench, "-k", "scripted and pathway").assert_outcomes(passed=4)
+    stored = rows(bench)
+    assert len(stored) == 4
+    for row in stored:
+        (iteration,) = row["iterations"]
+        assert row["status"] == "ok" and row["invalid"] == 1 and row["score"] == 0.0
+        assert iteration["valid"] is False and "words where one label was asked" in iteration["invalid_reason"]
+        assert iteration["answers_cut"] == 1 and row["usage"]["answers_cut"] == 1
+        assert len(iteration["answer"]) <= 16 * 1024
+    assert (bench.path / "benchmark/results/rag_interpretation.jsonl").stat().st_size < 50_000
+    assert all(len(c["text"]) == 16 * 1024 and c["cut"] for c in cached_responses(bench))
+
+
+def test_a_progress_bar_counts_the_requests_sent_ahead_on_a_terminal(server, monkeypatch, pytestconfig):
+    if hasattr(pytestconfig, "workerinput"):
+        pytest.skip("an xdist worker has no terminal")
+    from project import server_spec
+
+    from plugin.models import aio
+    from plugin.models.chat import ChatModel
+    from plugin.models.litellm_provider import LitellmChat
+    from plugin.scheduling import Scheduler
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "__stderr__", terminal)
+    spec = server_spec(server, "llm", "scripted", concurrency=4)
+    model = ChatModel(spec, LitellmChat(spec), None)
+    try:
+        Scheduler(state=None, config=pytestconfig)._send(  # type: ignore[arg-type]
+            [(model, [{"role": "user", "content": f"q{i}"}], 0) for i in range(6)]
+        )
+    finally:
+        aio.close()
+    assert "ragmatrix: model requests" in terminal.getvalue() and "/6" in terminal.getvalue()
+    assert server.count() == 6
+
+
+def test_an_explicit_answer_of_more_than_a_few_words_is_a_format_violation():
+    from types import SimpleNamespace
+
+    from plugin.families import rag
+
+    case = SimpleNamespace(expected=rag.RagExpected(answer="yes", match="yes_no"))
+    assert rag.score(case, "Yes, the fragment is relevant.").valid
+    long = rag.score(case, "yes " * 11)
+    assert (long.score, long.valid) == (0.0, False)
+    assert long.details["invalid_reason"] == "answer of 11 words where one label was asked"
+    exact = SimpleNamespace(expected=rag.RagExpected(answer="yes"))  # BioChatter's exact match, the default
+    assert rag.score(exact, "yes " * 11).details["invalid_reason"] == "answer of 11 words where one label was asked"
+
+
+@pytest.mark.usefixtures("fresh_event_loop")
+def test_an_embedding_server_that_stops_answering_trips_the_embedders_breaker(server):
+    from project import server_spec
+
+    from plugin.models.client import ModelError
+    from plugin.models.litellm_embedder import LitellmEmbedder
+
+    server.inject(*[Reply.hang(5)] * 6)
+    spec = server_spec(server, "embedder", "test-embed", timeout=0.3, retries=3, breaker_after=2)
+    embedder = LitellmEmbedder(spec, None)
+    with pytest.raises(ModelError, match=r"^model down after 2 failures: last error timed out"):
+        embedder.embed_documents(["a"])
+    with pytest.raises(ModelError, match=r"^model down after 2"):
+        embedder.embed_documents(["b"])
+    assert server.count("embeddings") == 2  # the second call asked nothing
