@@ -45,6 +45,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--iterations", type=int, default=None, help="repeat each item N times (default 1)")
     group.addoption("--results-dir", default=None, help="read and write results here (default benchmark/results)")
     group.addoption(
+        "--send-ahead",
+        type=int,
+        default=256,
+        metavar="N",
+        help="send about N model requests ahead of the items at a time (default 256); a killed run loses at most these",
+    )
+    group.addoption(
         "--compare-variants",
         action="store_true",
         help="in the summary, test each model's variants (chunkings, prompt wordings) against each other",
@@ -81,6 +88,7 @@ def pytest_configure(config: pytest.Config) -> None:
         wanted_models=[m.strip() for m in wanted.split(",") if m.strip()] if wanted else None,
         use_cache=not config.getoption("--no-response-cache"),
         compare_variants=bool(config.getoption("--compare-variants")),
+        send_ahead=max(1, int(config.getoption("--send-ahead"))),
         max_variants=max_variants,
         evaluator_option=config.getoption("--evaluator"),
     )

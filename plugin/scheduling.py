@@ -11,8 +11,10 @@ waiting (`ChatModel.achat` takes a request sent ahead instead of asking again); 
 rounds, such as zELO's re-ask of a malformed answer, are asked inside the item.
 
 Which items are this process's:
-- without xdist: every item selected (after `-k`, `--models`, cached skips), sent when the
-  first benchmark item runs;
+- without xdist: the items selected (after `-k`, `--models`, cached skips), in windows of
+  about `--send-ahead` requests (default 256): a window is sent when its first item is about to
+  run, and its items run once its answers are in, so rows are written window by window and a
+  killed run loses at most one window;
 - on an xdist worker: the items xdist has handed this worker and not run yet, looked at as
   each item starts, so that a worker sends only its own items, batch by batch as they come.
 
@@ -54,19 +56,30 @@ class Scheduler:
 
     def before(self, item: pytest.Item, plan: ItemPlan) -> None:
         """Called as each benchmark item is about to run: sends ahead what is not sent yet."""
+        if item.nodeid in self.scheduled_items:
+            return
         if self.on_worker:
             # The items xdist has handed this worker so far; more may come later.
-            candidates = [item, *(_queued_on_worker(self.config, item.session) or [])]
-        elif self.scheduled_items:
-            return  # everything was sent with the first item
+            following = _queued_on_worker(self.config, item.session) or []
         else:
-            candidates = list(item.session.items)
-        chosen = [(i, p) for i, p in self._plans(candidates) if i.nodeid not in self.scheduled_items]
-        self.scheduled_items.update(i.nodeid for i in candidates)
-        requests = list(self._requests([p for _, p in chosen]))
+            items = item.session.items
+            following = items[items.index(item) + 1 :] if item in items else []
+        batch: list[tuple[pytest.Item, ItemPlan]] = []
+        requests: list[tuple[Any, Messages, int]] = []
+        # This item, then the ones after it, until the window is full: the answers of a window
+        # are awaited before its items run, so a window is also what a killed run loses.
+        for candidate in [item, *following]:
+            if candidate.nodeid in self.scheduled_items:
+                continue
+            self.scheduled_items.add(candidate.nodeid)
+            for chosen in self._plans([candidate]):
+                batch.append(chosen)
+                requests += self._requests([chosen[1]])
+            if len(requests) >= self.state.send_ahead:
+                break
         if requests:
             self._send(requests)
-        self._embed_ahead([p for _, p in chosen])
+        self._embed_ahead([p for _, p in batch])
 
     def _plans(self, items: list[pytest.Item]) -> Iterator[tuple[pytest.Item, ItemPlan]]:
         for item in items:

@@ -35,6 +35,8 @@ class BenchmarkState:
     wanted_models: list[str] | None = None
     use_cache: bool = True
     compare_variants: bool = False
+    # At most about this many model requests are sent ahead at once (see plugin.scheduling).
+    send_ahead: int = 256
     max_variants: int = DEFAULT_MAX_VARIANTS  # the most items one case may expand to
     # Set on xdist workers from what the controller decided, so every process sees one matrix.
     given_models: dict[str, Any] | None = None
