@@ -74,11 +74,11 @@ def _reading_guide() -> list[Block]:
                 f"**Significance**: every pair of models in a family is tested on what both finished: McNemar's "
                 f"exact test when every paired value is 0 or 1, else a paired permutation test of the mean "
                 f"difference; p-values are Holm-adjusted over the family's pairs. With fewer than "
-                f"{MIN_SHARED_CASES} shared cases there is no test: the table says *too few shared cases*.",
+                f"{MIN_SHARED_CASES} shared cases there is no test: the table says 'too few shared cases'.",
                 f"**Ranks.** A model's rank is one more than the number of models above it that are "
                 f"significantly better (Holm-adjusted p < {ALPHA}): a difference the data cannot show never "
                 f"separates two ranks, and a model that shares the rank of a model above is marked {SAME}. A "
-                f"model that ran fewer of its tests' cases than the others is marked *partial (k of n cases)* "
+                f"model that ran fewer of its tests' cases than the others is marked 'partial (k of n cases)' "
                 f"and is ranked after every model with full coverage, whatever its mean.",
                 f"**Errors** are never zeros. A model error leaves the item out of the mean and counts under "
                 f"errors; a model marked {INCOMPLETE} has errors, and its mean covers only the items it "
