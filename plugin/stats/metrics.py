@@ -175,3 +175,14 @@ def fleiss_kappa(counts: Sequence[Sequence[int]]) -> float | None:
     if chance >= 1.0:
         return None
     return (observed - chance) / (1.0 - chance)
+
+
+def ranking_metrics(ranking: Sequence[K], relevance: Mapping[K, float], k: int) -> dict[str, float]:
+    """The four metrics every retrieval family reports for one query, named as MTEB does:
+    nDCG@k, MRR@k, Recall@k and P@1."""
+    return {
+        f"ndcg_at_{k}": ndcg_at_k(ranking, relevance, k),
+        f"mrr_at_{k}": mrr_at_k(ranking, relevance, k),
+        f"recall_at_{k}": recall_at_k(ranking, relevance, k),
+        "precision_at_1": precision_at_k(ranking, relevance, 1),
+    }

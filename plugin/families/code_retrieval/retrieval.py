@@ -36,7 +36,7 @@ from plugin.families.code_retrieval.chunking import Chunk, Chunking, chunk_corpu
 from plugin.families.code_retrieval.corpus import Corpus, CorpusSpec, session_corpus
 from plugin.keys import canonical_json
 from plugin.outcome import Outcome
-from plugin.stats.metrics import hit_at_k, mrr_at_k, ndcg_at_k, precision_at_k, recall_at_k
+from plugin.stats.metrics import hit_at_k, mrr_at_k, ranking_metrics
 
 if TYPE_CHECKING:
     import numpy as np
@@ -372,12 +372,7 @@ def metrics(case: Any, ranking: Ranking, k: int = TOP_K) -> dict[str, float]:
     expected = ranking.expected or {name: name for name in case.expected.expected_files}
     relevant_files = {path: 1.0 for path in expected.values()}
     files = [path for path, _ in ranking.files]
-    values = {
-        f"ndcg_at_{k}": ndcg_at_k(files, relevant_files, k),
-        f"mrr_at_{k}": mrr_at_k(files, relevant_files, k),
-        f"recall_at_{k}": recall_at_k(files, relevant_files, k),
-        "precision_at_1": precision_at_k(files, relevant_files, 1),
-    }
+    values = ranking_metrics(files, relevant_files, k)
     if case.expected.has_answers:
         top = ranking.order[:k]
         answers = {i: 1.0 for i in top if holds_answer(case, ranking.chunks[i], expected)}

@@ -22,7 +22,7 @@ from plugin.case import CaseInputError
 from plugin.families.text_retrieval import beir
 from plugin.families.text_retrieval.beir import DatasetSpec
 from plugin.outcome import Outcome
-from plugin.stats.metrics import mrr_at_k, ndcg_at_k, precision_at_k, recall_at_k
+from plugin.stats.metrics import ranking_metrics
 
 if TYPE_CHECKING:
     import numpy as np
@@ -150,12 +150,7 @@ def rank(ids: list[str], scores: np.ndarray | list[float], query_id: str | None 
 def metrics(case: Any, ranking: Ranking, k: int = TOP_K) -> dict[str, float]:
     qrels = {doc: float(grade) for doc, grade in case.expected.qrels.items()}
     ranked = [doc for doc, _ in ranking.documents]
-    values = {
-        f"ndcg_at_{k}": ndcg_at_k(ranked, qrels, k),
-        f"mrr_at_{k}": mrr_at_k(ranked, qrels, k),
-        f"recall_at_{k}": recall_at_k(ranked, qrels, k),
-        "precision_at_1": precision_at_k(ranked, qrels, 1),
-    }
+    values = ranking_metrics(ranked, qrels, k)
     return {name: round(value, 6) for name, value in values.items()}
 
 
