@@ -347,8 +347,3 @@ def _located(error: ValidationError, choices: dict[str, str], variant_fields: se
             path = [*path[:2], choices[path[1]], *path[2:]]
         lines.append(error_line(path, message))
     return lines
-
-
-def validation_errors(error: ValidationError) -> list[str]:
-    """Pydantic's errors as `location: message`, without their URLs."""
-    return [error_line(path, message) for path, message in field_errors(error)]

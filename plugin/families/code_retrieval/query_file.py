@@ -31,15 +31,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from plugin.yamlfile import error_line, field_errors
+
 QUERY_FILE_FIELD = "query_file"
 _QUERY_TYPES = {"code", "doc"}
 _DIFFICULTIES = {"simple", "medium", "hard", "extrahard", "extra_hard", "extra-hard"}
 
 
 def _errors(error: ValidationError) -> list[str]:
-    from plugin.cases import validation_errors
-
-    return validation_errors(error)
+    """Pydantic's errors as `location: message`, without their URLs."""
+    return [error_line(path, message) for path, message in field_errors(error)]
 
 
 class Region(BaseModel):
