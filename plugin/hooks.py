@@ -425,7 +425,7 @@ class SessionEnd:
             write(text)
         shown = _shown(state.results_dir, state.root)
         option = "" if state.results_dir == state.benchmark_dir / "results" else f" --results-dir {shown}"
-        write(f"results: {shown} (significance tests, plots and HTML: python -m plugin report{option})")
+        write(f"results: {shown} (significance tests, plots and HTML: ragmatrix report{option})")
         write(_usage_line(self.totals))
         for model, (why, items) in sorted(self.down.items()):
             write(f"{model}: {why}; {items} item(s) recorded as errors, retried on the next run", red=True)

@@ -340,7 +340,7 @@ def test_after_a_benchmark_run_the_report_shows_the_terminal_numbers(bench, serv
     result = bench.runpytest("benchmark", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=7)
     result.stdout.fnmatch_lines(
-        ["results: benchmark/results (significance tests, plots and HTML: python -m plugin report)"]
+        ["results: benchmark/results (significance tests, plots and HTML: ragmatrix report)"]
     )
     terminal = [line.split()[:10] for line in result.outlines if line.split()[1:2] in (["scripted"], ["bow"])]
     assert len(terminal) == 2
