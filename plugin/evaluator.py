@@ -20,7 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from plugin.models.spec import ModelsFileError, ModelSpec, load_models, unavailable_reason
+from plugin.models.models_file import ModelsFileError, load_models, unavailable_reason
+from plugin.models.spec import ModelSpec
 from plugin.yamlfile import YamlFileError, read_yaml
 
 

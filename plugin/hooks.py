@@ -22,7 +22,7 @@ from plugin.cli import load_dotenv
 from plugin.families import all_families, family_named, register
 from plugin.models import aio, progress
 from plugin.models.client import ModelError
-from plugin.models.spec import ModelsFileError
+from plugin.models.models_file import ModelsFileError
 from plugin.session import MODEL_FIXTURES, STATE_KEY, BenchmarkState, get_state
 
 _HELP_MODELS = "comma-separated model ids from benchmark/models.yaml to run (default: all available)"

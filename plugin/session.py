@@ -17,8 +17,9 @@ from plugin.cases import DEFAULT_MAX_VARIANTS, Suite, load_suite
 from plugin.evaluator import EvaluatorChoice, choose_evaluator
 from plugin.families import Family
 from plugin.keys import result_key
+from plugin.models.models_file import ModelSet, load_models, select_models
 from plugin.models.registry import Registry
-from plugin.models.spec import ModelSet, ModelSpec, load_models, select_models
+from plugin.models.spec import ModelSpec
 from plugin.store import ResultStore
 
 STATE_KEY = pytest.StashKey["BenchmarkState"]()

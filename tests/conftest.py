@@ -29,7 +29,7 @@ import plugin.report.document  # noqa: E402,F401
 import plugin.report.plots  # noqa: E402,F401
 import plugin.report.terminal  # noqa: E402,F401
 from plugin.families import all_families  # noqa: E402
-from plugin.models.litellm_provider import import_litellm  # noqa: E402
+from plugin.models.providers.litellm_chat import import_litellm  # noqa: E402
 
 all_families()  # the shipped families' modules, for the same reason
 

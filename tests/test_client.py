@@ -14,7 +14,7 @@ from plugin.cache import SqliteCache
 from plugin.models import aio
 from plugin.models.chat import MAX_ANSWER_CHARS, ChatModel
 from plugin.models.client import ModelError
-from plugin.models.litellm_provider import LitellmChat
+from plugin.models.providers.litellm_chat import LitellmChat
 from plugin.models.usage import Usage, current_usage
 from plugin.testing.openai_server import Reply
 

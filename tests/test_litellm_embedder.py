@@ -8,7 +8,7 @@ from project import server_spec
 
 from plugin.models.client import ModelError
 from plugin.models.embedding_cache import EmbeddingCache
-from plugin.models.litellm_embedder import LitellmEmbedder
+from plugin.models.providers.litellm_embedder import LitellmEmbedder
 from plugin.testing.openai_server import Reply, embed_text
 
 # Each test closes the process's event loop and the HTTP clients bound to it.

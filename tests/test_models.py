@@ -7,8 +7,9 @@ import pytest
 
 from plugin.models.client import ModelError
 from plugin.models.lexical import HashingBagOfWords
+from plugin.models.models_file import ModelsFileError, load_models, select_models
 from plugin.models.registry import Registry
-from plugin.models.spec import ModelsFileError, ModelSpec, load_models, select_models
+from plugin.models.spec import ModelSpec
 
 
 def spec(**fields) -> ModelSpec:
@@ -101,7 +102,7 @@ def test_minilm_loads_offline_and_embeds(monkeypatch):
 def test_the_device_is_cuda_then_mps_then_cpu_unless_one_is_named(monkeypatch):
     import torch
 
-    from plugin.models.sentence_transformers_provider import pick_device
+    from plugin.models.providers.sentence_transformers import pick_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert pick_device(None) == "cuda"

@@ -11,10 +11,11 @@ import pytest
 
 from plugin.models import aio, providers
 from plugin.models.client import ModelError
+from plugin.models.models_file import ModelsFileError, load_models, select_models
 from plugin.models.protocols import ChatModel, JudgeEnsemble, Retriever
 from plugin.models.providers import provider
 from plugin.models.registry import Registry
-from plugin.models.spec import ModelsFileError, ModelSpec, load_models, select_models
+from plugin.models.spec import ModelSpec
 
 SHIPPED = Path(__file__).resolve().parents[1] / "benchmark" / "models.yaml"
 
@@ -207,7 +208,7 @@ def test_the_provider_is_picked_by_key_and_kind_or_named_outright():
 
 
 def test_the_fixtures_protocols_fit_the_built_in_models(monkeypatch):
-    from plugin.models.ensemble import Ensemble
+    from plugin.models.providers.ensemble import Ensemble
 
     registry = Registry(use_cache=False)
     bow = registry.build(ModelSpec(id="bow", kind="embedder", builtin="bow"))

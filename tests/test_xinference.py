@@ -18,8 +18,9 @@ import pytest
 from project import REPO
 
 from plugin.models.client import ModelError
+from plugin.models.models_file import ModelsFileError, load_models, select_models, unavailable_reason
 from plugin.models.registry import Registry
-from plugin.models.spec import ModelsFileError, ModelSpec, load_models, select_models, unavailable_reason
+from plugin.models.spec import ModelSpec
 
 SERVED_MINILM = "gt-minilm"
 TEXTS = [

@@ -11,8 +11,9 @@ import pytest
 
 from plugin.cases import expand_case, load_suite
 from plugin.models.lexical import HashingBagOfWords
+from plugin.models.models_file import ModelsFileError, load_models, select_models
 from plugin.models.registry import Registry
-from plugin.models.spec import ModelsFileError, ModelSpec, load_models, select_models
+from plugin.models.spec import ModelSpec
 from plugin.stats import metrics
 from plugin.zelo import battles as zelo
 from plugin.zelo.judges import (

@@ -12,8 +12,8 @@ from project import assert_outcomes, server_spec, write
 from plugin.cache import SqliteCache
 from plugin.models.chat import ChatModel
 from plugin.models.client import ModelError
-from plugin.models.ensemble import Ensemble
-from plugin.models.litellm_provider import LitellmChat
+from plugin.models.providers.ensemble import Ensemble
+from plugin.models.providers.litellm_chat import LitellmChat
 from plugin.models.spec import ModelSpec
 from plugin.testing.openai_server import OpenAIServer, Reply
 from plugin.zelo import battles as zelo

@@ -1,12 +1,9 @@
-"""`models.yaml`: which models form the matrix, how each is reached, and which are available.
+"""The spec of one models.yaml entry: `ModelSpec` holds what every provider shares.
 
 Each entry is validated by the spec model of one provider (see `plugin.models.providers`): the
 key the entry carries (`litellm:`, `sentence_transformers:`, `builtin:`, `xinference:`,
-`ensemble:`), or an explicit `provider:`, picks it. `ModelSpec` holds what every provider shares;
-`ModelSpec(**entry)` builds the spec of the provider the entry names.
-
-A model is left out of a run, not failed, when a key it requires is not set, a package it needs
-is not installed, or its server does not answer; the session header names it and says why.
+`ensemble:`), or an explicit `provider:`, picks it; `ModelSpec(**entry)` builds the spec of the
+provider the entry names. Reading the file is `plugin.models.models_file`.
 """
 
 from __future__ import annotations
@@ -16,19 +13,17 @@ import os
 import re
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
-
-from plugin.secrets import redact, refer_to
-from plugin.yamlfile import YamlFileError, field_errors, read_yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 if TYPE_CHECKING:
+    from plugin.cache import SqliteCache
+    from plugin.models.embedding_cache import EmbeddingCache
     from plugin.models.protocols import Model
-    from plugin.models.registry import Registry
 
 ID_PATTERN = r"^[A-Za-z0-9_.\-]+$"
 ENV_REFERENCE = re.compile(r"\$\{(\w+)\}")
@@ -41,6 +36,30 @@ FIXTURE_KINDS: dict[str, frozenset[str]] = {
     "retriever": frozenset({"embedder", "retriever"}),
     "judge": frozenset({"llm", "embedder", "retriever", "ensemble"}),
 }
+
+
+class ModelBuilder(Protocol):
+    """What a provider's `build` is given (`plugin.models.registry.Registry`): the other models
+    (an ensemble's members), built once per process, and the caches the providers share."""
+
+    def build(self, spec: ModelSpec) -> Model: ...
+
+    def response_cache(self) -> SqliteCache | None: ...
+
+    def embedding_cache(self) -> EmbeddingCache | None: ...
+
+
+# The provider registry (`plugin.models.providers`) connects itself here when it is imported: it
+# builds on this module, so this module cannot import it.
+_spec_of: Callable[[dict[str, Any]], type[ModelSpec]] | None = None
+_makers_of: Callable[[str], str] | None = None
+
+
+def connect_providers(spec_of: Callable[[dict[str, Any]], type[ModelSpec]], makers_of: Callable[[str], str]) -> None:
+    """Called by the provider registry: `spec_of(entry)` is the spec model of the provider an
+    entry names, `makers_of(kind)` says which providers make models of a kind."""
+    global _spec_of, _makers_of
+    _spec_of, _makers_of = spec_of, makers_of
 
 
 def expand_env(text: str) -> str:
@@ -90,9 +109,9 @@ class ModelSpec(BaseModel):
 
     def __new__(cls, *args: Any, **data: Any) -> ModelSpec:
         if cls is ModelSpec:  # ModelSpec(**entry): the spec of the provider the entry names
-            from plugin.models.providers import pick
-
-            cls = pick(data).spec
+            if _spec_of is None:
+                raise RuntimeError("ModelSpec(**entry) needs the provider registry: import plugin.models.providers")
+            cls = _spec_of(data)
         return super().__new__(cls)
 
     @classmethod
@@ -114,16 +133,14 @@ class ModelSpec(BaseModel):
         return self
 
     def wrong_kind(self) -> str:
-        if self.kind == "retriever":
-            from plugin.models.providers import makers_of
-
-            return f"a retriever is {makers_of('retriever')}"
+        if self.kind == "retriever" and _makers_of is not None:
+            return f"a retriever is {_makers_of('retriever')}"
         kinds = " or ".join(f"{'an' if k[0] in 'aeiou' or k == 'llm' else 'a'} {k}" for k in self.kinds)
         return f"a {self.key or self.provider} model is {kinds}"
 
     # -- what a provider implements ------------------------------------------------------------
 
-    def build(self, models: Registry) -> Model:
+    def build(self, models: ModelBuilder) -> Model:
         """The model, built once per process by `models` (which also gives the caches)."""
         raise NotImplementedError(f"provider {self.provider} cannot build models")
 
@@ -204,90 +221,6 @@ class EmbedderSpec(TextSpec):
     """The fields of an embedder."""
 
     batch_size: int = Field(default=32, ge=1)
-
-
-@dataclass
-class ModelSet:
-    """The models of a run: those in the matrix, and those left out with the reason."""
-
-    available: list[ModelSpec] = field(default_factory=list)
-    left_out: dict[str, str] = field(default_factory=dict)
-
-    def of_kind(self, kind: str) -> list[ModelSpec]:
-        """The models a test taking this fixture runs on (see FIXTURE_KINDS)."""
-        kinds = FIXTURE_KINDS.get(kind, frozenset({kind}))
-        return [m for m in self.available if m.kind in kinds]
-
-
-class ModelsFileError(Exception):
-    """models.yaml cannot be used; the message is one line naming the file and the entry."""
-
-
-def load_models(path: Path) -> list[ModelSpec]:
-    from plugin.models.providers import error_location, validate
-
-    try:
-        document = read_yaml(path)
-    except FileNotFoundError:
-        raise ModelsFileError(f"{path.name}: file not found") from None
-    except YamlFileError as error:  # not UTF-8, not YAML, or a key given twice
-        raise ModelsFileError(f"{path.name}: {error}") from None
-    entries = (document or {}).get("models") if isinstance(document, dict) else None
-    if not isinstance(entries, list):
-        raise ModelsFileError(f"{path.name}: expected a top-level 'models:' list")
-    specs: list[ModelSpec] = []
-    for index, entry in enumerate(entries):
-        name = entry.get("id", f"#{index + 1}") if isinstance(entry, dict) else f"#{index + 1}"
-        try:
-            spec = validate(entry).relative_to(path.parent)
-        except ValidationError as error:
-            every = "; ".join(f"{error_location(tuple(loc))}: {message}" for loc, message in field_errors(error))
-            raise ModelsFileError(f"{path.name}: model '{name}': {every}") from None
-        refer_to(spec.env_names())  # their values are redacted wherever text is stored or shown
-        if any(s.id == spec.id for s in specs):
-            raise ModelsFileError(f"{path.name}: model '{spec.id}': duplicate id")
-        specs.append(spec)
-    return resolve_ensembles(path.name, specs)
-
-
-def resolve_ensembles(file_name: str, specs: list[ModelSpec]) -> list[ModelSpec]:
-    """Give each ensemble its member specs; a member must be an LLM of the same file."""
-    by_id = {s.id: s for s in specs}
-    for spec in specs:
-        wanted = spec.member_ids()
-        for member in wanted:
-            found = by_id.get(member)
-            if found is None or found.kind != "llm":
-                what = "is not in the file" if found is None else f"is an {found.kind}, not an llm"
-                raise ModelsFileError(f"{file_name}: model '{spec.id}': ensemble member '{member}' {what}")
-        if wanted:
-            spec.attach_members([by_id[m] for m in wanted])
-    return specs
-
-
-def select_models(specs: list[ModelSpec], wanted: list[str] | None, probe: bool = True) -> ModelSet:
-    """Keep the wanted models whose keys are set, whose packages are installed and whose
-    servers answer."""
-    if wanted:
-        known = {s.id for s in specs}
-        unknown = [w for w in wanted if w not in known]
-        if unknown:
-            raise ModelsFileError(
-                f"unknown model '{unknown[0]}' in --models (models.yaml has: {', '.join(sorted(known))})"
-            )
-        specs = [s for s in specs if s.id in wanted]
-    chosen = ModelSet()
-    for spec in specs:
-        reason = unavailable_reason(spec, probe=probe)
-        if reason:
-            chosen.left_out[spec.id] = redact(reason)  # the session header shows it
-        else:
-            chosen.available.append(spec)
-    return chosen
-
-
-def unavailable_reason(spec: ModelSpec, probe: bool = True) -> str | None:
-    return spec.unavailable(probe)
 
 
 def probe_server(api_base: str, timeout: float = 2.0, name: str | None = None) -> str | None:

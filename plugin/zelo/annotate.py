@@ -358,8 +358,8 @@ def load_judges(
     rule that combines them: the one asked for, else a lone ensemble's own, else vote. Problems
     are AnnotateError lines naming `flag`."""
     from plugin.models.client import ModelError
+    from plugin.models.models_file import ModelsFileError, load_models, select_models
     from plugin.models.providers.ensemble import EnsembleSpec
-    from plugin.models.spec import ModelsFileError, load_models, select_models
 
     if not wanted:
         raise AnnotateError(f"{flag} names no model")

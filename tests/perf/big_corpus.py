@@ -40,7 +40,8 @@ from plugin.families.code_retrieval import retrieval as code_retrieval  # noqa: 
 from plugin.families.code_retrieval.corpus import LISTINGS, forget  # noqa: E402
 from plugin.models.embedding_cache import EmbeddingCache  # noqa: E402
 from plugin.models.lexical import HashingBagOfWords  # noqa: E402
-from plugin.models.spec import ModelSpec, load_models  # noqa: E402
+from plugin.models.models_file import load_models  # noqa: E402
+from plugin.models.spec import ModelSpec  # noqa: E402
 
 SLICE = ["email/**/*.py", "json/*.py", "asyncio/*.py", "http/*.py", "logging/*.py", "concurrent/**/*.py"]
 OTHER_GLOBS = [f"**/*.{ext}" for ext in "rs go java c h ts tsx toml yaml yml txt rst cfg ini sh css".split()]
@@ -195,7 +196,7 @@ KILLED_BUILD = textwrap.dedent(
     import json, sys
     sys.path.insert(0, sys.argv[1])
     from plugin.models.registry import Registry
-    from plugin.models.spec import load_models
+    from plugin.models.models_file import load_models
     from plugin.models.usage import Usage, current_usage
     from pathlib import Path
 

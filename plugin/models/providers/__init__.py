@@ -26,7 +26,7 @@ from typing import Annotated, Any, TypeVar, Union
 
 from pydantic import BeforeValidator, Field, TypeAdapter
 
-from plugin.models.spec import ModelSpec
+from plugin.models.spec import ModelSpec, connect_providers
 
 ENTRY_POINT_GROUP = "ragmatrix.providers"
 S = TypeVar("S", bound=ModelSpec)
@@ -158,3 +158,10 @@ def error_location(loc: tuple[int | str, ...]) -> str:
     if loc and loc[0] in _providers:
         loc = loc[1:]
     return ".".join(str(p) for p in loc) or "entry"
+
+
+def _spec_of(entry: dict[str, Any]) -> type[ModelSpec]:
+    return pick(entry).spec
+
+
+connect_providers(_spec_of, makers_of)  # so that `ModelSpec(**entry)` can pick the provider

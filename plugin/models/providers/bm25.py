@@ -10,7 +10,7 @@ from plugin.models.spec import TextSpec
 
 if TYPE_CHECKING:
     from plugin.models.protocols import Model
-    from plugin.models.registry import Registry
+    from plugin.models.spec import ModelBuilder
 
 # The version of the algorithm (tokenizer, k1 and b): part of the fingerprint, so bump it
 # whenever plugin/models/bm25.py would score differently.
@@ -40,7 +40,7 @@ class BM25Spec(TextSpec):
             "model": f"bm25@{VERSION}",
         }
 
-    def build(self, models: Registry) -> Model:
+    def build(self, models: ModelBuilder) -> Model:
         from plugin.models.bm25 import BM25Retriever
 
         return BM25Retriever(self)

@@ -9,7 +9,7 @@ from plugin.models.spec import EmbedderSpec
 
 if TYPE_CHECKING:
     from plugin.models.protocols import Model
-    from plugin.models.registry import Registry
+    from plugin.models.spec import ModelBuilder
 
 # The version of the algorithm (tokenizer, dimensions): part of the fingerprint, so bump it
 # whenever plugin/models/lexical.py would score differently. It keys stored results and the
@@ -40,7 +40,7 @@ class BagOfWordsSpec(EmbedderSpec):
             "model": f"bow@{VERSION}",
         }
 
-    def build(self, models: Registry) -> Model:
+    def build(self, models: ModelBuilder) -> Model:
         from plugin.models.lexical import HashingBagOfWords
 
         return HashingBagOfWords(self, models.embedding_cache())

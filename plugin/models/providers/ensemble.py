@@ -1,7 +1,10 @@
 """`kind: ensemble` with `ensemble: [id, id, ...]`: LLMs of the same file judging together,
 their scores combined by `combine: vote` (the sign vote), `zbench_vote` (zbench's rule: a tie
 votes for the first document) or `mean`. It joins the matrix only
-when every member is available."""
+when every member is available.
+
+The built `Ensemble` holds the member models and the rule that combines their scores; the judging
+itself is the family's (see `plugin.zelo.judges`)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from plugin.models.spec import ModelSpec
 
 if TYPE_CHECKING:
     from plugin.models.protocols import Model
-    from plugin.models.registry import Registry
+    from plugin.models.spec import ModelBuilder
 
 SHAPE = "an ensemble is of kind ensemble and lists its members: ensemble: [id, id, ...]"
 
@@ -74,7 +77,20 @@ class EnsembleSpec(ModelSpec):
         members = [m.output_fingerprint() for m in self._members] if self._members else self.ensemble
         return {"provider": "ensemble", "combine": self.combine, "members": members}
 
-    def build(self, models: Registry) -> Model:
-        from plugin.models.ensemble import Ensemble
-
+    def build(self, models: ModelBuilder) -> Model:
         return Ensemble(self, [models.build(member) for member in self.members])
+
+
+class Ensemble:
+    """Each member keeps its own concurrency limit, timeouts, retries and response cache."""
+
+    kind = "ensemble"
+
+    def __init__(self, spec: EnsembleSpec, members: list[Any]) -> None:
+        self.spec = spec
+        self.id = spec.id
+        self.members = members
+        self.combine = spec.combine
+
+    def close(self) -> None:
+        pass  # the members are models of the registry, closed there
