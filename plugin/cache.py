@@ -11,6 +11,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,16 @@ def open_database(file_name: str, directory: Path | None = None) -> tuple[Path, 
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / file_name
     database = sqlite3.connect(path, timeout=60, check_same_thread=False, isolation_level=None)
-    database.execute("PRAGMA journal_mode=WAL")
+    # Switching to WAL takes an exclusive lock and ignores the busy timeout: two xdist workers
+    # opening a new cache at the same moment see "database is locked". Try again for a while.
+    for attempt in range(100):
+        try:
+            database.execute("PRAGMA journal_mode=WAL")
+            break
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or attempt == 99:
+                raise
+            time.sleep(0.05 + 0.01 * attempt)
     database.execute("PRAGMA synchronous=NORMAL")
     return path, database
 
