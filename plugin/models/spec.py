@@ -235,3 +235,31 @@ def probe_server(api_base: str, timeout: float = 2.0, name: str | None = None) -
     except (urllib.error.URLError, OSError, ValueError) as error:
         reason = getattr(error, "reason", error)
         return f"server {name or api_base} unreachable ({reason})"
+
+
+class BuiltinBaseline:
+    """What the built-in baselines (`builtin: bow`, `builtin: bm25`) share: the kind check, and
+    a fingerprint named by the algorithm and its version instead of by weights."""
+
+    if TYPE_CHECKING:
+        builtin: str
+        kinds: ClassVar[tuple[str, ...]]
+        query_prefix: str
+        document_prefix: str
+        max_seq_length: int | None
+
+    def algorithm(self) -> str:
+        """`name@version`: bump the version whenever the baseline would score differently."""
+        raise NotImplementedError
+
+    def wrong_kind(self) -> str:
+        return f"builtin {self.builtin} is of kind {self.kinds[0]}"
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {
+            "provider": "builtin",
+            "query_prefix": self.query_prefix,
+            "document_prefix": self.document_prefix,
+            "max_seq_length": self.max_seq_length,
+            "model": self.algorithm(),
+        }

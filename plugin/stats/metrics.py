@@ -64,18 +64,6 @@ def cluster_bootstrap_interval(
     return mean, float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
-    """Mean and 95% CI: Wilson when every value is 0 or 1, a bootstrap otherwise."""
-    if not values:
-        raise ValueError("no values")
-    mean = sum(values) / len(values)
-    if all(v in (0.0, 1.0) for v in values):
-        low, high = wilson_interval(int(sum(values)), len(values), confidence)
-    else:
-        low, high = bootstrap_interval(values, confidence)
-    return mean, low, high
-
-
 # --- ranking metrics ------------------------------------------------------------------------
 # One query at a time: `ranking` lists item ids best first (distinct), `relevance` maps an id to
 # its gain (1 for binary relevance, a grade such as 0..3 for graded relevance; 0 or absent means

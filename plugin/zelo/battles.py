@@ -97,6 +97,25 @@ class ZeloCase(BaseModel):
         return self
 
 
+class ZeloDetails(BaseModel):
+    """What a zELO iteration records besides its score, as far as the report reads it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    zelo: dict[str, float]  # document -> zELO
+    battles: list[tuple[str, str, float | None]]  # (first shown, second shown, judge's score)
+    components: int | None = None  # of the comparison graph: zELOs of two are not comparable
+
+
+def zelo_details(data: Mapping[str, Any]) -> ZeloDetails | None:
+    """An iteration's recorded details as `ZeloDetails`; None for another shape (an error, an
+    older row)."""
+    try:
+        return ZeloDetails.model_validate(data)
+    except ValueError:
+        return None
+
+
 def _problem(message: str) -> PydanticCustomError:
     return PydanticCustomError("zelo_case", message)
 

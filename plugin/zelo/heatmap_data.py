@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from plugin.zelo.battles import zelo_details
 from plugin.zelo.zbench_format import DatasetError
 
 
@@ -64,28 +65,14 @@ def from_results(path: Path, item: str, model: str | None = None) -> HeatmapData
     from plugin.store import ResultStore
 
     rows = ResultStore(path.parent).load(path.stem).rows
-    found = [r for r in rows if _field(r, "item") == item and (model is None or _field(r, "model") == model)]
-    models = sorted({str(_field(r, "model")) for r in found})
+    found = [r for r in rows if r.item == item and (model is None or r.model == model)]
+    models = sorted({r.model for r in found})
     if not found:
         which = f" and model {model}" if model else ""
         raise DatasetError(f"{path}: no row for item {item!r}{which}")
     if len(models) > 1:
         raise DatasetError(f"{path}: item {item!r} has rows of several models ({', '.join(models)}): add --model")
-    iterations = _field(found[-1], "iterations") or []
-    entry = next((_as_dict(e) for e in iterations if "zelo" in _as_dict(e)), None)
-    if entry is None:
+    details = next((d for e in found[-1].iterations if (d := zelo_details(e.details)) is not None), None)
+    if details is None:
         raise DatasetError(f"{path}: the row of {item!r} holds no zELOs (an error row?)")
-    battles = [(str(a), str(b), None if s is None else float(s)) for a, b, s in entry.get("battles", [])]
-    return HeatmapData({d: float(v) for d, v in entry["zelo"].items()}, battles, f"{item} - {models[0]}")
-
-
-def _field(row: Any, name: str) -> Any:
-    # rows are plain mappings today and typed models tomorrow: read either
-    return row.get(name) if isinstance(row, dict) else getattr(row, name, None)
-
-
-def _as_dict(entry: Any) -> dict[str, Any]:
-    if isinstance(entry, dict):
-        return entry
-    dump = getattr(entry, "model_dump", None)
-    return dump() if callable(dump) else {}
+    return HeatmapData(dict(details.zelo), list(details.battles), f"{item} - {models[0]}")

@@ -3,7 +3,7 @@ zELO ranking is scored against graded labels. The application itself is `plugin.
 
 from plugin.families.base import Family, Headline, Plot
 from plugin.families.zelo_battles import report
-from plugin.zelo.battles import SCORING_VERSION, ZeloCase, battle, first_requests, score
+from plugin.zelo.battles import SCORING_VERSION, ZeloCase, ZeloDetails, battle, first_requests, score
 
 __all__ = ["FAMILY", "battle", "score"]
 
@@ -16,7 +16,7 @@ FAMILY = Family(
     prompt_fields=("instruction",),
     # The documents mapping is content, not a set of variants.
     plain_input_fields=("documents",),
-    details=report.ZeloDetails,
+    details=ZeloDetails,
     report_sections=(report.section,),
     plots=(Plot((report.PATTERN,), report.draw),),
     # Every judgement an LLM judge (or each member of an ensemble) makes on a first reading.

@@ -8,26 +8,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from plugin.zelo.battles import ZeloDetails, zelo_details
 
 PATTERN = "zelo_heatmap_*.png"
-
-
-class ZeloDetails(BaseModel):
-    """What a zELO iteration records besides its score, as far as the report reads it."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    zelo: dict[str, float]  # document -> zELO
-    battles: list[tuple[str, str, float | None]]  # (first shown, second shown, judge's score)
-    components: int | None = None  # of the comparison graph: zELOs of two are not comparable
-
-
-def details(entry: Any) -> ZeloDetails | None:
-    try:
-        return ZeloDetails.model_validate(entry.details)
-    except ValueError:
-        return None
 
 
 def draw(out_dir: Path, table: Any, context: Any) -> list[Path]:
@@ -38,7 +21,7 @@ def draw(out_dir: Path, table: Any, context: Any) -> list[Path]:
 
     judged: dict[str, dict[str, ZeloDetails]] = defaultdict(dict)
     for row in table.rows:
-        found = next((d for e in row.scored_iterations() if (d := details(e)) is not None), None)
+        found = next((d for e in row.scored_iterations() if (d := zelo_details(e.details)) is not None), None)
         if found is not None:
             judged[row.item][row.model] = found
     if not judged:

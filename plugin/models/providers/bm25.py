@@ -3,10 +3,10 @@ query but has no vectors)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from plugin.models.providers import provider
-from plugin.models.spec import TextSpec
+from plugin.models.spec import BuiltinBaseline, TextSpec
 
 if TYPE_CHECKING:
     from plugin.models.protocols import Model
@@ -18,7 +18,7 @@ VERSION = 1
 
 
 @provider("bm25", needs={"bm25s": "bm25s"})
-class BM25Spec(TextSpec):
+class BM25Spec(BuiltinBaseline, TextSpec):
     provider: Literal["bm25"] = "bm25"
     key: ClassVar[str | None] = "builtin"
     value: ClassVar[str | None] = "bm25"
@@ -28,17 +28,8 @@ class BM25Spec(TextSpec):
     builtin: Literal["bm25"] = "bm25"
     max_seq_length: int | None = None  # read by no one, but part of the key since the first results
 
-    def wrong_kind(self) -> str:
-        return f"builtin {self.builtin} is of kind {self.kinds[0]}"
-
-    def fingerprint(self) -> dict[str, Any]:
-        return {
-            "provider": "builtin",
-            "query_prefix": self.query_prefix,
-            "document_prefix": self.document_prefix,
-            "max_seq_length": self.max_seq_length,
-            "model": f"bm25@{VERSION}",
-        }
+    def algorithm(self) -> str:
+        return f"bm25@{VERSION}"
 
     def build(self, models: ModelBuilder) -> Model:
         from plugin.models.bm25 import BM25Retriever

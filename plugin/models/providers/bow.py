@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from plugin.models.providers import provider
-from plugin.models.spec import EmbedderSpec
+from plugin.models.spec import BuiltinBaseline, EmbedderSpec
 
 if TYPE_CHECKING:
     from plugin.models.protocols import Model
@@ -18,7 +18,7 @@ VERSION = 1
 
 
 @provider("bow")
-class BagOfWordsSpec(EmbedderSpec):
+class BagOfWordsSpec(BuiltinBaseline, EmbedderSpec):
     provider: Literal["bow"] = "bow"
     key: ClassVar[str | None] = "builtin"
     value: ClassVar[str | None] = "bow"
@@ -28,17 +28,8 @@ class BagOfWordsSpec(EmbedderSpec):
     builtin: Literal["bow"] = "bow"
     max_seq_length: int | None = None  # read by no one, but part of the key since the first results
 
-    def wrong_kind(self) -> str:
-        return f"builtin {self.builtin} is of kind {self.kinds[0]}"
-
-    def fingerprint(self) -> dict[str, Any]:
-        return {
-            "provider": "builtin",
-            "query_prefix": self.query_prefix,
-            "document_prefix": self.document_prefix,
-            "max_seq_length": self.max_seq_length,
-            "model": f"bow@{VERSION}",
-        }
+    def algorithm(self) -> str:
+        return f"bow@{VERSION}"
 
     def build(self, models: ModelBuilder) -> Model:
         from plugin.models.lexical import HashingBagOfWords
