@@ -30,6 +30,11 @@ class Headline:
     # continuous score, never a Wilson interval, even when its values happen to be 0 or 1.
     binary: bool = False
 
+    @property
+    def digits(self) -> int:
+        """Decimals to show: three on a 0..1 scale, one on a wider one (RSS x500)."""
+        return 3 if self.scale == "0..1" else 1
+
 
 @dataclass(frozen=True)
 class Plot:

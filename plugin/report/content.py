@@ -133,12 +133,8 @@ def _scale(table: FamilyTable) -> str:
     return f"scale {table.headline.scale}, {direction}"
 
 
-def _digits(table: FamilyTable) -> int:
-    return 3 if table.headline.scale == "0..1" else 1
-
-
 def _family(table: FamilyTable, plots: Plots) -> list[Block]:
-    digits = _digits(table)
+    digits = table.headline.digits
     blocks: list[Block] = [
         Heading(2, table.family),
         Paragraph(
@@ -247,7 +243,7 @@ def _metric_tables(lines: list[MetricLine], with_variant: bool) -> list[Block]:
 
 def _breakdowns(table: FamilyTable) -> list[Block]:
     blocks: list[Block] = []
-    digits = _digits(table)
+    digits = table.headline.digits
     for name in sorted({line.field for line in table.breakdowns}):
         header = [name, "model", "mean", "95% CI", "items", "cases"]
         rows = []

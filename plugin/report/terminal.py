@@ -30,11 +30,6 @@ def _ci(low: float | None, high: float | None, digits: int) -> str:
     return "-" if low is None or high is None else f"[{low:.{digits}f}, {high:.{digits}f}]"
 
 
-def _digits(table: FamilyTable) -> int:
-    """Three decimals on a 0..1 scale; one on a wider one (RSS x500)."""
-    return 3 if table.headline.scale == "0..1" else 1
-
-
 def heading(table: FamilyTable) -> str:
     direction = "higher is better" if table.headline.higher_is_better else "lower is better"
     cases = table.cases
@@ -45,7 +40,7 @@ def heading(table: FamilyTable) -> str:
 
 
 def family_table(table: FamilyTable) -> list[str]:
-    digits = _digits(table)
+    digits = table.headline.digits
     rows: list[tuple[str, ...]] = [("rank", "model", "mean", "95% CI", "n", "items", "cases", "errors", "invalid", "")]
     for line in table.lines:
         rank = "-" if line.rank is None else f"{line.rank}{SAME if line.same_as_above else ''}"
@@ -83,7 +78,7 @@ def _metric_rows(lines: Sequence[MetricLine], columns: list[str]) -> list[tuple[
 
 def breakdown_tables(table: FamilyTable) -> list[str]:
     out: list[str] = []
-    digits = _digits(table)
+    digits = table.headline.digits
     for name in sorted({line.field for line in table.breakdowns}):
         rows: list[tuple[str, ...]] = [(name, "model", "mean", "95% CI", "items", "cases")]
         for line in (b for b in table.breakdowns if b.field == name):
