@@ -1,9 +1,9 @@
 """Code retrieval: can a model find the code that answers a question in a real codebase?
 
-Cases: benchmark/data/code_retrieval_data.yaml. The family: plugin/families/code_retrieval/.
+Cases: benchmark/data/code_retrieval_data.yaml. The family: ragmatrix/families/code_retrieval/.
 """
 
-from plugin.families import code_retrieval
+from ragmatrix.families import code_retrieval
 
 
 def test_code_retrieval(retriever, case, record):

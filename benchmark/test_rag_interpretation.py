@@ -1,11 +1,11 @@
 """RAG interpretation: can a model tell whether retrieved fragments help answer a question?
 
-Cases: benchmark/data/rag_interpretation_data.yaml. The family: plugin/families/rag.py.
+Cases: benchmark/data/rag_interpretation_data.yaml. The family: ragmatrix/families/rag.py.
 """
 
 import pytest
 
-from plugin.families import rag
+from ragmatrix.families import rag
 
 
 def test_rag_interpretation(llm, case, evaluator, record):

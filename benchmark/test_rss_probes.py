@@ -1,9 +1,9 @@
 """RSS probes: does one embedding of a long text still remember each of its parts?
 
-Cases: benchmark/data/rss_probes_data.yaml. The family: plugin/families/rss/.
+Cases: benchmark/data/rss_probes_data.yaml. The family: ragmatrix/families/rss/.
 """
 
-from plugin.families import rss
+from ragmatrix.families import rss
 
 
 def test_rss_probes(embedder, case, record):

@@ -1,9 +1,9 @@
 """Text retrieval: does a model rank the judged documents of a BEIR-format dataset first?
 
-Cases: benchmark/data/text_retrieval_data.yaml. The family: plugin/families/text_retrieval/.
+Cases: benchmark/data/text_retrieval_data.yaml. The family: ragmatrix/families/text_retrieval/.
 """
 
-from plugin.families import text_retrieval
+from ragmatrix.families import text_retrieval
 
 
 def test_text_retrieval(retriever, case, record):

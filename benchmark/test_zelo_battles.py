@@ -1,10 +1,10 @@
 """zELO battles: a judge compares the case's documents in pairs, Bradley–Terry turns the
 outcomes into one zELO per document, and their ranking is scored against graded labels.
 
-Cases: benchmark/data/zelo_battles_data.yaml. The family: plugin/families/zelo_battles.py.
+Cases: benchmark/data/zelo_battles_data.yaml. The family: ragmatrix/families/zelo_battles.py.
 """
 
-from plugin.families import zelo_battles
+from ragmatrix.families import zelo_battles
 
 
 def test_zelo_battles(judge, case, record):

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 from project import RAG_TEST_MODULE, SMALL_CASES, models_yaml, write
 
-from plugin.models import aio
-from plugin.testing.openai_server import OpenAIServer
+from ragmatrix.models import aio
+from ragmatrix.testing.openai_server import OpenAIServer
 
 pytest_plugins = ["pytester"]
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -23,13 +23,13 @@ import scipy.stats  # noqa: E402,F401
 
 # The report's modules too: a pytester run that first imports them would take them away again,
 # and the report's blocks would then be classes of two module copies.
-import plugin.report.aggregate  # noqa: E402,F401
-import plugin.report.content  # noqa: E402,F401
-import plugin.report.document  # noqa: E402,F401
-import plugin.report.plots  # noqa: E402,F401
-import plugin.report.terminal  # noqa: E402,F401
-from plugin.families import all_families  # noqa: E402
-from plugin.models.providers.litellm_chat import import_litellm  # noqa: E402
+import ragmatrix.report.aggregate  # noqa: E402,F401
+import ragmatrix.report.content  # noqa: E402,F401
+import ragmatrix.report.document  # noqa: E402,F401
+import ragmatrix.report.plots  # noqa: E402,F401
+import ragmatrix.report.terminal  # noqa: E402,F401
+from ragmatrix.families import all_families  # noqa: E402
+from ragmatrix.models.providers.litellm_chat import import_litellm  # noqa: E402
 
 all_families()  # the shipped families' modules, for the same reason
 
@@ -52,7 +52,6 @@ def server() -> Iterator[OpenAIServer]:
 def bench(pytester: pytest.Pytester, server: OpenAIServer) -> pytest.Pytester:
     """A benchmark project in a temporary folder: the RAG module, three small cases, a
     scripted LLM on the local server and the bag-of-words embedder."""
-    pytester.makeconftest('pytest_plugins = ["plugin"]')
     pytester.makeini("[pytest]\naddopts = --dist loadgroup\n")
     (pytester.path / "benchmark" / "data").mkdir(parents=True)
     write(pytester.path / "benchmark" / "test_rag_interpretation.py", RAG_TEST_MODULE)

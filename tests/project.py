@@ -6,7 +6,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from plugin.models.spec import ModelSpec
+from ragmatrix.models.spec import ModelSpec
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from plugin.models import aio
-from plugin.models.usage import current_sample
+from ragmatrix.models import aio
+from ragmatrix.models.usage import current_sample
 
 
 def test_calls_share_one_loop_and_see_the_callers_context():

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from project import REPO
 
-from plugin.cli import main
-from plugin.testing.openai_server import Reply
-from plugin.zelo import annotate
+from ragmatrix.cli import main
+from ragmatrix.testing.openai_server import Reply
+from ragmatrix.zelo import annotate
 
 pytestmark = pytest.mark.usefixtures("fresh_event_loop")
 
@@ -189,7 +189,7 @@ def test_annotate_resumes_after_a_kill(project, server, tmp_path):
     server.latency = 0.3
     models_file(project / "models.yaml", server, concurrency=2)
     pairs = project / "out.pairs.jsonl"
-    command = [sys.executable, "-m", "plugin", "annotate", "in.jsonl", "out.jsonl", "--judges", "scripted"]
+    command = [sys.executable, "-m", "ragmatrix", "annotate", "in.jsonl", "out.jsonl", "--judges", "scripted"]
     command += ["--models-file", "models.yaml", "--no-response-cache"]
     environment = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen(command, cwd=project, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -324,7 +324,7 @@ def test_documents_beyond_the_limit_are_left_out_and_said(project, server, capsy
 
 def run_cli(cwd: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "plugin", *arguments]
+    command = [sys.executable, "-m", "ragmatrix", *arguments]
     return subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True, timeout=120)
 
 
@@ -394,7 +394,7 @@ def test_heatmaps_from_an_annotated_file_and_from_benchmark_rows(project, server
 
 
 def test_the_preference_matrix():
-    from plugin.report.heatmap import preference_matrix
+    from ragmatrix.report.heatmap import preference_matrix
 
     matrix = preference_matrix(["a", "b", "c"], [("a", "b", -1.0), ("b", "a", 0.5), ("c", "a", None)])
     # (a, b, -1): A = a is preferred, a over b +1; (b, a, 0.5): B = a is preferred, +0.5; mean 0.75
@@ -410,7 +410,7 @@ def test_pairs_path():
 def test_a_similarity_judgement_depends_on_the_document_set_and_an_llm_one_on_the_prompt():
     from types import SimpleNamespace
 
-    from plugin.zelo.annotate import JudgeModel, judgement_key
+    from ragmatrix.zelo.annotate import JudgeModel, judgement_key
 
     bm25 = JudgeModel("bm25", SimpleNamespace(kind="retriever"), {"provider": "builtin", "model": "bm25@1"})
     llm = JudgeModel("gpt", SimpleNamespace(kind="llm"), {"provider": "litellm", "model": "openai/x"})

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from project import SMALL_CASES, assert_outcomes, models_yaml, write
 
-from plugin.models.models_file import ModelsFileError, load_models
+from ragmatrix.models.models_file import ModelsFileError, load_models
 
 RESULTS = "benchmark/results/rag_interpretation.jsonl"
 ALL_ITEMS = 7  # as in test_plugin.py: 5 LLM items, 2 embedder items

@@ -13,7 +13,7 @@ import json
 import pytest
 from project import assert_outcomes, write
 
-from plugin.families import rag
+from ragmatrix.families import rag
 
 BIOCHATTER_LAYOUT = """
 # The layout of BioChatter's RAG cases: the instruction and the fragments as system messages.

@@ -11,9 +11,9 @@ import pytest
 from scipy.optimize import minimize
 from scipy.stats import spearmanr
 
-from plugin.stats import bradley_terry
-from plugin.zelo import battles as zelo
-from plugin.zelo.judges import combine_scores
+from ragmatrix.stats import bradley_terry
+from ragmatrix.zelo import battles as zelo
+from ragmatrix.zelo.judges import combine_scores
 
 
 def brute_force(n: int, observations, ridge: float) -> np.ndarray:

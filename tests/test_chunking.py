@@ -8,8 +8,8 @@ import textwrap
 import pytest
 from pydantic import ValidationError
 
-from plugin.families.code_retrieval.chunking import Chunk, Chunking, chunk_file, line_chunks, markdown_sections
-from plugin.families.code_retrieval.corpus import stdlib_root
+from ragmatrix.families.code_retrieval.chunking import Chunk, Chunking, chunk_file, line_chunks, markdown_sections
+from ragmatrix.families.code_retrieval.corpus import stdlib_root
 
 SEMANTIC = Chunking(strategy="semantic")
 
@@ -430,7 +430,7 @@ def test_a_semantic_definition_over_the_cap_is_split_along_its_syntax_in_its_con
 
 
 def test_the_semantic_cap_defaults_to_about_what_minilm_reads_and_max_chars_overrides_it():
-    from plugin.families.code_retrieval.chunking import BOUNDED_CAP, SEMANTIC_CAP
+    from ragmatrix.families.code_retrieval.chunking import BOUNDED_CAP, SEMANTIC_CAP
 
     assert Chunking(strategy="semantic").cap == SEMANTIC_CAP == 600
     assert Chunking(strategy="bounded").cap == BOUNDED_CAP == 400

@@ -10,13 +10,13 @@ import time
 import pytest
 from project import server_spec
 
-from plugin.cache import SqliteCache
-from plugin.models import aio
-from plugin.models.chat import MAX_ANSWER_CHARS, ChatModel
-from plugin.models.client import ModelError
-from plugin.models.providers.litellm_chat import LitellmChat
-from plugin.models.usage import Usage, current_usage
-from plugin.testing.openai_server import Reply
+from ragmatrix.cache import SqliteCache
+from ragmatrix.models import aio
+from ragmatrix.models.chat import MAX_ANSWER_CHARS, ChatModel
+from ragmatrix.models.client import ModelError
+from ragmatrix.models.providers.litellm_chat import LitellmChat
+from ragmatrix.models.usage import Usage, current_usage
+from ragmatrix.testing.openai_server import Reply
 
 QUESTION = [{"role": "user", "content": "Is the sky blue?"}]
 

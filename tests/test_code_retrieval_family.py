@@ -14,19 +14,19 @@ import pytest
 import yaml
 from project import REPO, assert_outcomes, write
 
-from plugin.case import CaseInputError
-from plugin.cases import expand_case
-from plugin.families.code_retrieval import retrieval as code_retrieval
-from plugin.families.code_retrieval.chunking import Chunk
-from plugin.families.code_retrieval.corpus import CorpusSpec, forget, list_files, load_corpus, locate, stdlib_root
-from plugin.models.bm25 import BM25Retriever, code_tokens
-from plugin.models.embedding_cache import EmbeddingCache
-from plugin.models.lexical import HashingBagOfWords
-from plugin.models.models_file import ModelSet
-from plugin.models.spec import ModelSpec
-from plugin.report.aggregate import aggregate
-from plugin.report.terminal import metric_tables
-from plugin.rows import Row
+from ragmatrix.case import CaseInputError
+from ragmatrix.cases import expand_case
+from ragmatrix.families.code_retrieval import retrieval as code_retrieval
+from ragmatrix.families.code_retrieval.chunking import Chunk
+from ragmatrix.families.code_retrieval.corpus import CorpusSpec, forget, list_files, load_corpus, locate, stdlib_root
+from ragmatrix.models.bm25 import BM25Retriever, code_tokens
+from ragmatrix.models.embedding_cache import EmbeddingCache
+from ragmatrix.models.lexical import HashingBagOfWords
+from ragmatrix.models.models_file import ModelSet
+from ragmatrix.models.spec import ModelSpec
+from ragmatrix.report.aggregate import aggregate
+from ragmatrix.report.terminal import metric_tables
+from ragmatrix.rows import Row
 
 DATA_FILE = REPO / "benchmark" / "data" / "code_retrieval_data.yaml"
 
@@ -495,7 +495,6 @@ ITEMS = 3 * 3 * 2  # cases x chunkings x models
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makeconftest('pytest_plugins = ["plugin"]')
     write(pytester.path / "benchmark" / "models.yaml", MODELS)
     shutil.copy(REPO / "benchmark" / "test_code_retrieval.py", pytester.path / "benchmark" / "test_code_retrieval.py")
     data = pytester.path / "benchmark" / "data"
@@ -592,7 +591,7 @@ MANY_GLOBS = [
 
 
 def test_a_corpus_is_listed_once_per_session_whatever_its_globs_and_items(project):
-    from plugin.families.code_retrieval.corpus import LISTINGS
+    from ragmatrix.families.code_retrieval.corpus import LISTINGS
 
     globs = ", ".join(f'"{g}"' for g in MANY_GLOBS)
     data = project.path / "benchmark" / "data" / "code_retrieval_data.yaml"
@@ -605,7 +604,7 @@ def test_a_corpus_is_listed_once_per_session_whatever_its_globs_and_items(projec
 
 
 def test_session_corpora_are_read_once_until_a_new_session(tmp_path):
-    from plugin.families.code_retrieval.corpus import LISTINGS, session_corpus
+    from ragmatrix.families.code_retrieval.corpus import LISTINGS, session_corpus
 
     write(tmp_path / "a.py", "A = 1\n")
     spec = CorpusSpec(path=".", include=MANY_GLOBS)

@@ -7,10 +7,10 @@ import sqlite3
 
 import numpy as np
 
-from plugin.models.embedding_cache import EmbeddingCache
-from plugin.models.lexical import HashingBagOfWords
-from plugin.models.registry import Registry
-from plugin.models.spec import ModelSpec
+from ragmatrix.models.embedding_cache import EmbeddingCache
+from ragmatrix.models.lexical import HashingBagOfWords
+from ragmatrix.models.registry import Registry
+from ragmatrix.models.spec import ModelSpec
 
 DOCUMENTS = ["red apples", "blue sky", "green grass", "red apples", "apples are red"]
 

@@ -8,16 +8,16 @@ import json
 import pytest
 from project import write
 
-from plugin.cli import main
-from plugin.families import all_families, family_named
+from ragmatrix.cli import main
+from ragmatrix.families import all_families, family_named
 
 # A family of its own: the module (registered through the pytest_ragmatrix_families hook and
 # loaded with -p), its benchmark module, and its data file. Nothing else is edited.
 ECHO_FAMILY = """
 from pydantic import BaseModel
 
-from plugin import Outcome
-from plugin.families import Family, Headline
+from ragmatrix import Outcome
+from ragmatrix.families import Family, Headline
 
 
 class EchoInput(BaseModel):
@@ -39,7 +39,7 @@ def score(case, vector):
 
 
 def section(table, images):
-    from plugin.report.document import Paragraph
+    from ragmatrix.report.document import Paragraph
 
     return [Paragraph(f"echo: {len(table.rows)} echoes checked")]
 

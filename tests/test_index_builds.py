@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from plugin.models.embedder import BLOCK, PROGRESS_FROM
-from plugin.models.embedding_cache import EmbeddingCache
-from plugin.models.lexical import HashingBagOfWords
-from plugin.models.progress import show_on_terminal
-from plugin.models.spec import ModelSpec
-from plugin.models.usage import Usage, current_usage
+from ragmatrix.models.embedder import BLOCK, PROGRESS_FROM
+from ragmatrix.models.embedding_cache import EmbeddingCache
+from ragmatrix.models.lexical import HashingBagOfWords
+from ragmatrix.models.progress import show_on_terminal
+from ragmatrix.models.spec import ModelSpec
+from ragmatrix.models.usage import Usage, current_usage
 
 SPEC = ModelSpec(id="bow", kind="embedder", builtin="bow")
 REPO = Path(__file__).resolve().parents[1]
@@ -68,9 +68,9 @@ def test_an_interrupted_build_keeps_its_finished_blocks_and_the_rerun_embeds_onl
 
 KILLED_BUILD = """
 import sys, time
-from plugin.models.embedding_cache import EmbeddingCache
-from plugin.models.lexical import HashingBagOfWords
-from plugin.models.spec import ModelSpec
+from ragmatrix.models.embedding_cache import EmbeddingCache
+from ragmatrix.models.lexical import HashingBagOfWords
+from ragmatrix.models.spec import ModelSpec
 
 class Slow(HashingBagOfWords):
     encoded = 0
@@ -158,7 +158,6 @@ def test_usage_tells_embedded_texts_from_earlier_runs_and_from_this_run(tmp_path
 
 
 def test_a_benchmark_run_draws_the_bar_on_the_terminal_past_the_capture(pytester):
-    pytester.makeconftest('pytest_plugins = ["plugin"]')
     (pytester.path / "benchmark" / "data").mkdir(parents=True)
     (pytester.path / "benchmark" / "models.yaml").write_text("models:\n  - {id: bow, kind: embedder, builtin: bow}\n")
     source = (REPO / "benchmark" / "test_code_retrieval.py").read_text()

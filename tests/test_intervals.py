@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from plugin.report.aggregate import aggregate
-from plugin.rows import Row
-from plugin.stats.metrics import bootstrap_interval, cluster_bootstrap_interval
+from ragmatrix.report.aggregate import aggregate
+from ragmatrix.rows import Row
+from ragmatrix.stats.metrics import bootstrap_interval, cluster_bootstrap_interval
 
 DATA = [0.2, 0.9, 0.4, 0.7, 0.1, 0.8, 0.6, 0.3]
 

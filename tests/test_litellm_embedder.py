@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from project import server_spec
 
-from plugin.models.client import ModelError
-from plugin.models.embedding_cache import EmbeddingCache
-from plugin.models.providers.litellm_embedder import LitellmEmbedder
-from plugin.testing.openai_server import Reply, embed_text
+from ragmatrix.models.client import ModelError
+from ragmatrix.models.embedding_cache import EmbeddingCache
+from ragmatrix.models.providers.litellm_embedder import LitellmEmbedder
+from ragmatrix.testing.openai_server import Reply, embed_text
 
 # Each test closes the process's event loop and the HTTP clients bound to it.
 pytestmark = pytest.mark.usefixtures("fresh_event_loop")

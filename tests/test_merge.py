@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from project import assert_outcomes
 
-from plugin.cli import main
-from plugin.merge import merge_stores
-from plugin.rows import Row
-from plugin.store import ResultStore
+from ragmatrix.cli import main
+from ragmatrix.merge import merge_stores
+from ragmatrix.rows import Row
+from ragmatrix.store import ResultStore
 
 # What differs between two runs of the same item: when and how fast it ran, and whether the
 # answer came from the response cache.

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plugin.models.client import ModelError
-from plugin.models.lexical import HashingBagOfWords
-from plugin.models.models_file import ModelsFileError, load_models, select_models
-from plugin.models.registry import Registry
-from plugin.models.spec import ModelSpec
+from ragmatrix.models.client import ModelError
+from ragmatrix.models.lexical import HashingBagOfWords
+from ragmatrix.models.models_file import ModelsFileError, load_models, select_models
+from ragmatrix.models.registry import Registry
+from ragmatrix.models.spec import ModelSpec
 
 
 def spec(**fields) -> ModelSpec:
@@ -102,7 +102,7 @@ def test_minilm_loads_offline_and_embeds(monkeypatch):
 def test_the_device_is_cuda_then_mps_then_cpu_unless_one_is_named(monkeypatch):
     import torch
 
-    from plugin.models.providers.sentence_transformers import pick_device
+    from ragmatrix.models.providers.sentence_transformers import pick_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert pick_device(None) == "cuda"
@@ -139,7 +139,7 @@ def test_the_fingerprint_follows_a_copy_with_other_settings():
 
 
 def test_a_builtin_baselines_version_is_part_of_its_fingerprint(monkeypatch):
-    from plugin.models.providers import bm25 as bm25_provider
+    from ragmatrix.models.providers import bm25 as bm25_provider
 
     bm25 = ModelSpec(id="b", kind="retriever", builtin="bm25")
     before = bm25.output_fingerprint()

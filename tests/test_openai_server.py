@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from plugin.testing.openai_server import OpenAIServer, Reply, embed_text
+from ragmatrix.testing.openai_server import OpenAIServer, Reply, embed_text
 
 # Must be set before litellm is first imported: it otherwise fetches the cost map over the net.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -226,7 +226,7 @@ def test_max_concurrency_with_latency() -> None:
 
 def test_cli_prints_base_url_and_serves() -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "plugin.testing.openai_server", "--port", "0", "--answer", "no"],
+        [sys.executable, "-m", "ragmatrix.testing.openai_server", "--port", "0", "--answer", "no"],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         text=True,

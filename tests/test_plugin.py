@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from project import SMALL_CASES, assert_outcomes, models_yaml, write
 
-from plugin.testing.openai_server import Reply
+from ragmatrix.testing.openai_server import Reply
 
 LLM_ITEMS = 5  # pathway_yes x2 variants, pathway_no x2, capital_answer
 EMBEDDER_ITEMS = 2  # the explicit cases only, once each: an embedder reads no prompt variant
@@ -302,8 +302,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from plugin.case import CaseInputError
-from plugin.families import Family, Headline
+from ragmatrix.case import CaseInputError
+from ragmatrix.families import Family, Headline
 
 
 class ToyCase(BaseModel):
@@ -334,7 +334,7 @@ def pytest_ragmatrix_families(config):
 TOY_MODULE = """
 import toy_family
 
-from plugin import Outcome
+from ragmatrix import Outcome
 
 
 def test_toy(embedder, case, record):

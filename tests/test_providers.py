@@ -9,13 +9,13 @@ from typing import Any, ClassVar, Literal
 
 import pytest
 
-from plugin.models import aio, providers
-from plugin.models.client import ModelError
-from plugin.models.models_file import ModelsFileError, load_models, select_models
-from plugin.models.protocols import ChatModel, JudgeEnsemble, Retriever
-from plugin.models.providers import provider
-from plugin.models.registry import Registry
-from plugin.models.spec import ModelSpec
+from ragmatrix.models import aio, providers
+from ragmatrix.models.client import ModelError
+from ragmatrix.models.models_file import ModelsFileError, load_models, select_models
+from ragmatrix.models.protocols import ChatModel, JudgeEnsemble, Retriever
+from ragmatrix.models.providers import provider
+from ragmatrix.models.registry import Registry
+from ragmatrix.models.spec import ModelSpec
 
 SHIPPED = Path(__file__).resolve().parents[1] / "benchmark" / "models.yaml"
 
@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from plugin.models import aio
-from plugin.models.providers import provider
-from plugin.models.spec import ModelSpec
+from ragmatrix.models import aio
+from ragmatrix.models.providers import provider
+from ragmatrix.models.spec import ModelSpec
 
 
 class Shouter:
@@ -208,7 +208,7 @@ def test_the_provider_is_picked_by_key_and_kind_or_named_outright():
 
 
 def test_the_fixtures_protocols_fit_the_built_in_models(monkeypatch):
-    from plugin.models.providers.ensemble import Ensemble
+    from ragmatrix.models.providers.ensemble import Ensemble
 
     registry = Registry(use_cache=False)
     bow = registry.build(ModelSpec(id="bow", kind="embedder", builtin="bow"))
@@ -237,7 +237,7 @@ def test_a_provider_module_beside_the_benchmark_joins_the_matrix(bench, server):
     """One module and a line that imports it: its model runs, is stored and is ranked."""
     (bench.path / "toy_provider.py").write_text(textwrap.dedent(TOY_PROVIDER))
     bench.makeconftest(
-        'pytest_plugins = ["plugin"]\n\nimport toy_provider  # noqa: F401  (registers the toy provider)\n'
+        'import toy_provider  # noqa: F401  (registers the toy provider)\n'
     )
     with (bench.path / "benchmark" / "models.yaml").open("a") as models:
         models.write("  - id: loud\n    kind: llm\n    toy: 1\n")

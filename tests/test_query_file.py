@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from project import REPO, write
 
-from plugin.cases import expand_case, load_suite
-from plugin.families.code_retrieval import retrieval as code_retrieval
-from plugin.families.code_retrieval.breakdowns import breakdown_value, group_rows
-from plugin.families.code_retrieval.chunking import Chunk
-from plugin.families.code_retrieval.query_file import expand_query_file, slug
+from ragmatrix.cases import expand_case, load_suite
+from ragmatrix.families.code_retrieval import retrieval as code_retrieval
+from ragmatrix.families.code_retrieval.breakdowns import breakdown_value, group_rows
+from ragmatrix.families.code_retrieval.chunking import Chunk
+from ragmatrix.families.code_retrieval.query_file import expand_query_file, slug
 
 CORPUS = {
     "crates/matcher/src/lib.rs": """
@@ -297,7 +297,6 @@ MODELS = "models:\n  - {id: bm25, kind: retriever, builtin: bm25}\n"
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makeconftest('pytest_plugins = ["plugin"]')
     write(pytester.path / "benchmark" / "models.yaml", MODELS)
     shutil.copy(REPO / "benchmark" / "test_code_retrieval.py", pytester.path / "benchmark" / "test_code_retrieval.py")
     make_project(pytester.path)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from plugin.stats.metrics import dcg_at_k, hit_at_k, mrr_at_k, ndcg_at_k, precision_at_k, recall_at_k
+from ragmatrix.stats.metrics import dcg_at_k, hit_at_k, mrr_at_k, ndcg_at_k, precision_at_k, recall_at_k
 
 RANKING = ["a", "b", "c", "d"]
 BINARY = {"b": 1.0, "d": 1.0, "e": 1.0}  # e is relevant but never retrieved

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from plugin import checksum
-from plugin.cli import main
-from plugin.report import write_report
-from plugin.report.aggregate import aggregate, select
-from plugin.rows import Row
-from plugin.stats.significance import MCNEMAR, PERMUTATION, holm, mcnemar_exact, paired_permutation, paired_test
+from ragmatrix import checksum
+from ragmatrix.cli import main
+from ragmatrix.report import write_report
+from ragmatrix.report.aggregate import aggregate, select
+from ragmatrix.rows import Row
+from ragmatrix.stats.significance import MCNEMAR, PERMUTATION, holm, mcnemar_exact, paired_permutation, paired_test
 
 
 @pytest.fixture(autouse=True)
@@ -31,7 +31,7 @@ def private_cache(tmp_path_factory, monkeypatch):
 
 
 def row(family: str, model: str, item: str, scores: list[float | None], **extra: Any) -> dict[str, Any]:
-    """A result row as `plugin.runner.build_row` writes it; a None score is an error iteration."""
+    """A result row as `ragmatrix.runner.build_row` writes it; a None score is an error iteration."""
     details = extra.pop("details", {})
     version = extra.pop("scoring_version", 1)
     entries: list[dict[str, Any]] = []
@@ -302,7 +302,7 @@ def test_the_html_is_one_self_contained_file(report):
     assert "<script" not in page and "<link" not in page and "@import" not in page and "url(" not in page
     assert not re.search(r"(src|href)=\"(?!data:)", page)
     assert page.count("<table>") == (report / "leaderboard.md").read_text().count("\n|---")
-    assert "<strong>mean</strong>" in page and "<code>python -m plugin report</code>" in page
+    assert "<strong>mean</strong>" in page and "<code>ragmatrix report</code>" in page
 
 
 def test_compare_prints_what_changed(tmp_path, capsys):

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from plugin.cli import main
-from plugin.stats.bradley_terry import elo
-from plugin.zelo import rerank_eval
-from plugin.zelo.battles import ranking, tie_keys
+from ragmatrix.cli import main
+from ragmatrix.stats.bradley_terry import elo
+from ragmatrix.zelo import rerank_eval
+from ragmatrix.zelo.battles import ranking, tie_keys
 
 LOG3 = math.log2(3)
 

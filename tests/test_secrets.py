@@ -7,10 +7,10 @@ import json
 import pytest
 from project import models_yaml, write
 
-from plugin import secrets
-from plugin.models.models_file import load_models, select_models
-from plugin.models.spec import ModelSpec
-from plugin.testing.openai_server import Reply
+from ragmatrix import secrets
+from ragmatrix.models.models_file import load_models, select_models
+from ragmatrix.models.spec import ModelSpec
+from ragmatrix.testing.openai_server import Reply
 
 KEY = "hunter2-local-access-42"  # no key shape, and LOCAL_LLM_AUTH is not named like a secret
 

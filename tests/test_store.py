@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 
-from plugin.rows import Row
-from plugin.store import ResultStore
+from ragmatrix.rows import Row
+from ragmatrix.store import ResultStore
 
 
 def row(item: str, score: float | None, model: str = "m", test: str = "t", **extra) -> Row:

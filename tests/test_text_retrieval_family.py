@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from project import REPO, assert_outcomes, write
 
-from plugin.cases import load_suite
-from plugin.families.text_retrieval import beir
-from plugin.families.text_retrieval import retrieval as text_retrieval
-from plugin.models.bm25 import BM25Retriever
-from plugin.models.spec import ModelSpec
+from ragmatrix.cases import load_suite
+from ragmatrix.families.text_retrieval import beir
+from ragmatrix.families.text_retrieval import retrieval as text_retrieval
+from ragmatrix.models.bm25 import BM25Retriever
+from ragmatrix.models.spec import ModelSpec
 
 BM25 = BM25Retriever(ModelSpec(id="bm25", kind="retriever", builtin="bm25"))
 
@@ -169,7 +169,7 @@ def test_a_hugging_face_dataset_in_mteb_layout_is_read_through_datasets_and_cach
     # a later collection reads the queries and judgements back without importing datasets
     script = (
         "import sys; from pathlib import Path\n"
-        "from plugin.cases import load_suite\n"
+        "from ragmatrix.cases import load_suite\n"
         f"suite = load_suite(Path({str(tmp_path)!r}), ['text_retrieval'])\n"
         "print(len(suite.cases['text_retrieval']), 'datasets' in sys.modules)\n"
     )
@@ -195,7 +195,6 @@ def test_the_shipped_pydoc_dataset_has_graded_judgements_on_real_documents():
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makeconftest('pytest_plugins = ["plugin"]')
     write(
         pytester.path / "benchmark" / "models.yaml",
         "models:\n  - {id: bm25, kind: retriever, builtin: bm25}\n  - {id: bow, kind: embedder, builtin: bow}\n",

@@ -16,7 +16,7 @@ import time
 import pytest
 from project import assert_outcomes, models_yaml, write
 
-from plugin.testing.openai_server import Reply
+from ragmatrix.testing.openai_server import Reply
 
 LLM_ITEMS = 5  # see test_plugin.py
 
@@ -199,10 +199,10 @@ def test_a_progress_bar_counts_the_requests_sent_ahead_on_a_terminal(server, mon
         pytest.skip("an xdist worker has no terminal")
     from project import server_spec
 
-    from plugin.models import aio
-    from plugin.models.chat import ChatModel
-    from plugin.models.providers.litellm_chat import LitellmChat
-    from plugin.scheduling import Scheduler
+    from ragmatrix.models import aio
+    from ragmatrix.models.chat import ChatModel
+    from ragmatrix.models.providers.litellm_chat import LitellmChat
+    from ragmatrix.scheduling import Scheduler
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -225,7 +225,7 @@ def test_a_progress_bar_counts_the_requests_sent_ahead_on_a_terminal(server, mon
 def test_an_explicit_answer_of_more_than_a_few_words_is_a_format_violation():
     from types import SimpleNamespace
 
-    from plugin.families import rag
+    from ragmatrix.families import rag
 
     case = SimpleNamespace(expected=rag.RagExpected(answer="yes", match="yes_no"))
     assert rag.score(case, "Yes, the fragment is relevant.").valid
@@ -240,8 +240,8 @@ def test_an_explicit_answer_of_more_than_a_few_words_is_a_format_violation():
 def test_an_embedding_server_that_stops_answering_trips_the_embedders_breaker(server):
     from project import server_spec
 
-    from plugin.models.client import ModelError
-    from plugin.models.providers.litellm_embedder import LitellmEmbedder
+    from ragmatrix.models.client import ModelError
+    from ragmatrix.models.providers.litellm_embedder import LitellmEmbedder
 
     server.inject(*[Reply.hang(5)] * 6)
     spec = server_spec(server, "embedder", "test-embed", timeout=0.3, retries=3, breaker_after=2)

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from project import REPO
 
-from plugin.models.client import ModelError
-from plugin.models.models_file import ModelsFileError, load_models, select_models, unavailable_reason
-from plugin.models.registry import Registry
-from plugin.models.spec import ModelSpec
+from ragmatrix.models.client import ModelError
+from ragmatrix.models.models_file import ModelsFileError, load_models, select_models, unavailable_reason
+from ragmatrix.models.registry import Registry
+from ragmatrix.models.spec import ModelSpec
 
 SERVED_MINILM = "gt-minilm"
 TEXTS = [
@@ -159,8 +159,8 @@ def test_an_llm_is_launched_when_built_and_a_failure_is_remembered(server):
 def test_building_an_xinference_model_imports_neither_its_client_nor_litellm():
     code = (
         "import sys\n"
-        "from plugin.models.registry import Registry\n"
-        "from plugin.models.spec import ModelSpec\n"
+        "from ragmatrix.models.registry import Registry\n"
+        "from ragmatrix.models.spec import ModelSpec\n"
         "spec = ModelSpec(id='x', kind='embedder', xinference='m', endpoint='http://127.0.0.1:9')\n"
         "Registry(use_cache=False).build(spec).close()\n"
         "print(sorted(m for m in ('xinference_client', 'litellm', 'torch') if m in sys.modules))\n"

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from plugin.cases import expand_case, load_suite
-from plugin.models.lexical import HashingBagOfWords
-from plugin.models.models_file import ModelsFileError, load_models, select_models
-from plugin.models.registry import Registry
-from plugin.models.spec import ModelSpec
-from plugin.stats import metrics
-from plugin.zelo import battles as zelo
-from plugin.zelo.judges import (
+from ragmatrix.cases import expand_case, load_suite
+from ragmatrix.models.lexical import HashingBagOfWords
+from ragmatrix.models.models_file import ModelsFileError, load_models, select_models
+from ragmatrix.models.registry import Registry
+from ragmatrix.models.spec import ModelSpec
+from ragmatrix.stats import metrics
+from ragmatrix.zelo import battles as zelo
+from ragmatrix.zelo.judges import (
     Judgement,
     SimilarityJudge,
     combine_judgements,
@@ -259,7 +259,7 @@ def test_invalid_answers_are_counted_and_never_votes():
 
 
 def test_a_fit_that_does_not_converge_is_an_invalid_outcome(monkeypatch):
-    from plugin.stats import bradley_terry
+    from ragmatrix.stats import bradley_terry
 
     case = make_case({d: f"text {d}" for d in LABELS}, LABELS)
 
@@ -319,7 +319,7 @@ class FixedScores:
 
 
 def test_scores_larger_than_one_are_divided_by_the_largest():
-    from plugin.models import aio
+    from ragmatrix.models import aio
 
     judge = SimilarityJudge(FixedScores(), "q", ["a", "b", "c", "d"])
     assert judge.scale == 4.0

@@ -9,14 +9,14 @@ import json
 import pytest
 from project import assert_outcomes, server_spec, write
 
-from plugin.cache import SqliteCache
-from plugin.models.chat import ChatModel
-from plugin.models.client import ModelError
-from plugin.models.providers.ensemble import Ensemble
-from plugin.models.providers.litellm_chat import LitellmChat
-from plugin.models.spec import ModelSpec
-from plugin.testing.openai_server import OpenAIServer, Reply
-from plugin.zelo import battles as zelo
+from ragmatrix.cache import SqliteCache
+from ragmatrix.models.chat import ChatModel
+from ragmatrix.models.client import ModelError
+from ragmatrix.models.providers.ensemble import Ensemble
+from ragmatrix.models.providers.litellm_chat import LitellmChat
+from ragmatrix.models.spec import ModelSpec
+from ragmatrix.testing.openai_server import OpenAIServer, Reply
+from ragmatrix.zelo import battles as zelo
 
 pytestmark = pytest.mark.usefixtures("fresh_event_loop")
 
@@ -167,7 +167,6 @@ def test_the_family_end_to_end_with_an_llm_an_ensemble_and_an_embedder(pytester,
     from project import REPO
 
     server.answer = knows_the_labels
-    pytester.makeconftest('pytest_plugins = ["plugin"]')
     write(pytester.path / "benchmark/test_zelo_battles.py", (REPO / "benchmark/test_zelo_battles.py").read_text())
     write(pytester.path / "benchmark/data/zelo_battles_data.yaml", SMALL_ZELO_CASES)
     llm = "    kind: llm\n    litellm: openai/{name}\n    api_base: " + server.base_url + "\n    timeout: 5\n"

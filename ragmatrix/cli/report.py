@@ -1,0 +1,71 @@
+"""Write the leaderboard report: leaderboard.md (for GitHub), leaderboard.html (one
+self-contained page: images inline, no scripts, fonts or network) and PNG plots.
+
+For each family: the models' mean, 95% CI, n, errors and invalid answers; paired significance
+tests between models (McNemar for yes/no outcomes, a permutation test otherwise, Holm-adjusted);
+every metric; and plots. An overview ranks the models across families. Rows of an older scoring
+version, or of another number of iterations, are left out, and the report says so.
+
+examples:
+  ragmatrix report
+  ragmatrix report --results-dir /tmp/results --out /tmp/report
+  ragmatrix report --compare old/results          # also print what changed
+  ragmatrix report --heatmap finance_bond_price_yield
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+NAME = "report"
+HELP = "the leaderboard as markdown, HTML and PNG plots, with intervals and significance"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--results-dir", type=Path, default=Path("benchmark/results"), help="the results (default benchmark/results)"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="the report folder (default RESULTS_DIR/report)")
+    parser.add_argument(
+        "--compare", type=Path, default=None, metavar="OLD_RESULTS_DIR", help="print what changed since these results"
+    )
+    parser.add_argument(
+        "--heatmap",
+        action="append",
+        default=None,
+        metavar="ITEM",
+        help="zelo_battles item (case or case:variant) to draw for every judge; repeatable (default: the first)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from ragmatrix.cli import CommandError
+    from ragmatrix.report import load, write_report
+
+    results: Path = args.results_dir
+    if not results.is_dir():
+        raise CommandError(f"{results}: no such results folder")
+    if args.compare is not None and not args.compare.is_dir():
+        raise CommandError(f"{args.compare}: no such results folder")
+    rows, _ = load(results)
+    if not rows:
+        raise CommandError(f"{results}: no result rows (run `pytest benchmark` first)")
+    if args.heatmap:
+        items = {r.item for r in rows.get("zelo_battles", [])}
+        unknown = [item for item in args.heatmap if item not in items]
+        if unknown:
+            known = ", ".join(sorted(items)[:5]) + (", ..." if len(items) > 5 else "")
+            raise CommandError(f"no zelo_battles item {', '.join(unknown)} (items: {known or 'none'})")
+    out: Path = args.out or results / "report"
+    written = write_report(results, out, shown_as=str(results), compare_dir=args.compare, heatmaps=args.heatmap)
+    for left in written.tables.left_out:
+        print(f"note: {left.note()}")
+    for problem in written.tables.problems:
+        print(f"note: unreadable: {problem}")
+    if written.changes is not None:
+        print(f"changes since {args.compare}:" if written.changes else f"no changes since {args.compare}")
+        for line in written.changes:
+            print(f"  {line}")
+    print(f"wrote {written.markdown}, {written.html} and {len(written.plots)} plot(s) in {out}")
+    return 0

@@ -1,0 +1,55 @@
+"""The family registry: which check families exist, found in one place.
+
+Families come from three sources, in this order (a later one with the same name wins):
+
+- the modules and packages of this package that declare `FAMILY = Family(...)`;
+- installed distributions' entry points in the group `ragmatrix.families`, each naming a
+  `Family` object (`"toy = mypackage.toy:FAMILY"`);
+- the `pytest_ragmatrix_families` pytest hook (see `ragmatrix.hookspecs`), whose implementations return
+  lists of `Family`; the plugin registers them when pytest starts.
+
+Importing this package imports no family: the scan runs on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from importlib.metadata import entry_points
+
+from ragmatrix.families.base import Family, Headline, Plot
+
+__all__ = ["Family", "Headline", "Plot", "all_families", "family_named", "register"]
+
+ENTRY_POINT_GROUP = "ragmatrix.families"
+_families: dict[str, Family] | None = None
+_registered: dict[str, Family] = {}
+
+
+def all_families() -> dict[str, Family]:
+    """Every known family by name."""
+    global _families
+    if _families is None:
+        found: dict[str, Family] = {}
+        for module in pkgutil.iter_modules(__path__):
+            if module.name == "base":
+                continue
+            family = getattr(importlib.import_module(f"{__name__}.{module.name}"), "FAMILY", None)
+            if isinstance(family, Family):
+                found[family.name] = family
+        for point in entry_points(group=ENTRY_POINT_GROUP):
+            family = point.load()
+            if isinstance(family, Family):
+                found[family.name] = family
+        _families = found
+    return {**_families, **_registered}
+
+
+def family_named(name: str) -> Family | None:
+    return all_families().get(name)
+
+
+def register(family: Family) -> Family:
+    """Add a family at run time (the pytest hook's families, a test's toy family)."""
+    _registered[family.name] = family
+    return family

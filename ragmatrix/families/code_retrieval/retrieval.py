@@ -1,0 +1,424 @@
+"""Code retrieval: rank a real codebase's chunks for a question, then score files and answers.
+
+A case is one query against a corpus (see `code_corpus`), with a chunking strategy per variant
+(see `chunking`). The corpus is chunked once per (chunking, corpus fingerprint) and indexed
+once per (model, chunking, corpus fingerprint) in each process; an embedder's chunk vectors
+also go through the embedding cache, so a corpus is embedded once per model, ever.
+
+Scores (names after MTEB and ranx, all in 0..1):
+
+- file level: a file's score is the best score of its chunks, and a file is relevant when it
+  is in `expected_files`: `ndcg_at_10` (the item's score), `mrr_at_10`, `recall_at_10`,
+  `precision_at_1`;
+- answer level: a chunk holds the answer when it comes from an expected file and its code
+  contains one of `answer_keywords` (case-sensitive) or overlaps `answer_lines`, or when it
+  matches one of `answer_regions` (the Rust embedding benchmark's form, see `AnswerRegion`):
+  `answer_hit_at_1`, `answer_hit_at_3`, `answer_hit_at_5`, `answer_mrr_at_10`. A case with
+  `answer_regions: []` has no answer ground truth, and its rows leave these out.
+
+Expected files may be named by a unique suffix of their path. With `search: by_type`, a code
+query ranks only code files and a doc query only documentation (`DOC_EXTENSIONS`), as that tool
+does. The corpus, the expected files and the query type are checked at collection (`check`), so a
+case that names a file the corpus lacks is a problem line, not an error row.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ragmatrix.case import CaseInputError
+from ragmatrix.families.code_retrieval.chunking import Chunk, Chunking, chunk_corpus
+from ragmatrix.families.code_retrieval.corpus import Corpus, CorpusSpec, session_corpus
+from ragmatrix.keys import canonical_json
+from ragmatrix.outcome import Outcome
+from ragmatrix.stats.metrics import hit_at_k, mrr_at_k, ranking_metrics
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# Bump when scoring, chunking or the BM25 tokenizer changes: stored results are then recomputed.
+# 2: semantic chunks capped (SEMANTIC_CAP), expected files by suffix, answer regions.
+SCORING_VERSION = 2
+TOP_K = 10  # ranked files and chunks kept in each row, and the k of the @10 metrics
+# Files a doc query ranks under `search: by_type` (the Rust embedding benchmark's list, and
+# .markdown); every other file is code.
+DOC_EXTENSIONS = frozenset({".md", ".markdown", ".rst", ".txt", ".adoc"})
+# Difficulty levels, and the names the Rust embedding benchmark writes for them.
+DIFFICULTIES = ("easy", "medium", "hard", "extra_hard")
+_DIFFICULTY_NAMES = {"simple": "easy", "extrahard": "extra_hard", "extra-hard": "extra_hard"}
+
+
+def is_doc(path: str) -> bool:
+    dot = path.rfind(".")
+    return dot > path.rfind("/") and path[dot:].lower() in DOC_EXTENSIONS
+
+
+class CodeQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    corpus: CorpusSpec
+    chunking: Chunking  # a dict of named strategies in the YAML: one variant each
+    query: str = Field(min_length=1)
+    query_type: Literal["code", "doc"] = "code"  # asks for code, or for what its docs say
+    difficulty: Literal["easy", "medium", "hard", "extra_hard"] = "medium"
+    # all: rank every chunk; by_type: a code query ranks code files, a doc query documentation
+    search: Literal["all", "by_type"] = "all"
+
+    @field_validator("query_type", "difficulty", mode="before")
+    @classmethod
+    def lower_case(cls, value: Any) -> Any:
+        """`Code`, `Doc`, `Simple` ... `ExtraHard` as the Rust embedding benchmark writes them."""
+        if not isinstance(value, str):
+            return value
+        value = value.strip().lower()
+        return _DIFFICULTY_NAMES.get(value, value)
+
+
+_SPAN = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+
+
+def parse_span(value: object) -> tuple[int, int]:
+    """`"120-140"`, `120` or `[120, 140]` as a 1-based inclusive line range."""
+    if isinstance(value, list | tuple) and len(value) == 2 and all(type(v) is int for v in value):
+        value = f"{value[0]}-{value[1]}"
+    match = _SPAN.match(str(value)) if isinstance(value, int | str) and not isinstance(value, bool) else None
+    if match is None:
+        raise ValueError(f"line range {value!r}: write it as 'start-end', [start, end] or one line number")
+    start = int(match.group(1))
+    end = int(match.group(2) or start)
+    if start < 1 or end < start:
+        raise ValueError(f"line range {value!r}: lines start at 1 and the end comes after the start")
+    return start, end
+
+
+class AnswerRegion(BaseModel):
+    """One place the answer may be (the Rust embedding benchmark's `answer_regions`): a chunk
+    matches when it contains one of `keywords` (if given) and overlaps `lines` (if given), and
+    comes from a file whose path contains `file_pattern`, or, with no pattern, from an expected
+    file. A region with neither keywords nor lines matches nothing, as in that tool."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    keywords: list[str] = Field(default_factory=list)
+    lines: tuple[int, int] | None = None
+    file_pattern: str | None = None
+
+    @field_validator("lines", mode="before")
+    @classmethod
+    def span(cls, value: Any) -> Any:
+        return None if value is None else parse_span(value)
+
+
+class CodeExpected(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    expected_files: list[str] = Field(min_length=1)  # relative to the corpus root, or a unique suffix
+    answer_keywords: list[str] = Field(default_factory=list)  # case-sensitive
+    answer_lines: dict[str, list[tuple[int, int]]] = Field(default_factory=dict)  # file -> line ranges
+    # Where given, these alone say where the answer is (any region); [] means no answer ground truth.
+    answer_regions: list[AnswerRegion] | None = None
+
+    @field_validator("answer_lines", mode="before")
+    @classmethod
+    def spans(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        return {
+            path: [parse_span(s) for s in (spans if isinstance(spans, list) else [spans])]
+            for path, spans in value.items()
+        }
+
+    @model_validator(mode="after")
+    def answer_named(self) -> CodeExpected:
+        if self.answer_regions is None and not self.answer_keywords and not self.answer_lines:
+            raise ValueError("give answer_keywords or answer_lines (or both), or answer_regions")
+        if self.answer_regions is not None and (self.answer_keywords or self.answer_lines):
+            raise ValueError("give answer_regions, or answer_keywords and answer_lines, not both")
+        stray = [path for path in self.answer_lines if path not in self.expected_files]
+        if stray:
+            raise ValueError(f"answer_lines names {stray[0]}, which is not in expected_files")
+        return self
+
+    @property
+    def has_answers(self) -> bool:
+        return self.answer_regions != []
+
+
+class CodeRetrievalCase(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    input: CodeQuery
+    expected: CodeExpected
+
+
+# --- the corpus and its index, once per session ------------------------------------------------
+
+
+def corpus_of(case: Any) -> Corpus:
+    """The case's corpus, listed once per session; a missing path, package or file is one line
+    naming the case."""
+    try:
+        return session_corpus(case.input.corpus, case.directory)
+    except CaseInputError as error:
+        raise CaseInputError(f"case '{case.name}': {error}") from None
+
+
+def corpus_fingerprint(case: Any) -> str:
+    """The md5 of the corpus files' relative paths and contents: part of the result key."""
+    return corpus_of(case).fingerprint
+
+
+def resolve_expected(case: Any, corpus: Corpus) -> tuple[dict[str, str], list[str]]:
+    """Each expected file's path in the corpus (names may be unique suffixes), and a line for
+    each name that is missing, ambiguous, or of the wrong type for a `by_type` search."""
+    resolved: dict[str, str] = {}
+    problems: list[str] = []
+    for name in case.expected.expected_files:
+        path, why = corpus.resolve(name)
+        if path is None:
+            problems.append(str(why))
+            continue
+        resolved[name] = path
+        if case.input.search == "by_type" and is_doc(path) != (case.input.query_type == "doc"):
+            kind = "documentation" if is_doc(path) else "code"
+            ranked = "documentation" if case.input.query_type == "doc" else "code"
+            problems.append(
+                f"expected file {path} is {kind}, but a {case.input.query_type} query with search: by_type "
+                f"ranks {ranked} only"
+            )
+    return resolved, problems
+
+
+def check(case: Any) -> list[str]:
+    """Problems of a case that show at collection: its expected files against its corpus. A
+    corpus that cannot be read is left to the run, which records it as the item's error."""
+    try:
+        corpus = corpus_of(case)
+    except CaseInputError:
+        return []
+    return resolve_expected(case, corpus)[1]
+
+
+@dataclass(frozen=True)
+class Index:
+    chunks: list[Chunk]
+    scorer: Any  # model.index_documents(texts): .score(queries) -> queries x chunks
+    stats: dict[str, Any]
+    model: Any = None  # kept alive with its index, so that its id stays its own
+
+    @cached_property
+    def file_ids(self) -> tuple[list[str], np.ndarray]:
+        """The distinct files in corpus order, and each chunk's position among them."""
+        import numpy as np
+
+        names: dict[str, int] = {}
+        ids = [names.setdefault(chunk.path, len(names)) for chunk in self.chunks]
+        return list(names), np.asarray(ids, dtype=np.int64)
+
+    @cached_property
+    def doc_chunks(self) -> np.ndarray:
+        """Whether each chunk comes from documentation (for `search: by_type`)."""
+        import numpy as np
+
+        return np.asarray([is_doc(chunk.path) for chunk in self.chunks], dtype=bool)
+
+
+_chunk_lists: dict[tuple[str, str], list[Chunk]] = {}
+_indexes: dict[tuple[int, str, str], Index] = {}
+MEMO_SIZE = 32
+
+
+def chunks_of(corpus: Corpus, chunking: Chunking) -> list[Chunk]:
+    """The corpus's chunks under one strategy, cut once per process."""
+    key = (canonical_json(chunking.model_dump()), corpus.fingerprint)
+    if key not in _chunk_lists:
+        if len(_chunk_lists) >= MEMO_SIZE:
+            _chunk_lists.clear()
+        _chunk_lists[key] = chunk_corpus(corpus, chunking)
+    return _chunk_lists[key]
+
+
+def index_of(model: Any, corpus: Corpus, chunking: Chunking) -> Index:
+    """The chunks indexed by the model (embedded, for an embedder) once per process. The index
+    scores queries through the model it was built with, so it is kept per model object."""
+    key = (id(model), canonical_json(chunking.model_dump()), corpus.fingerprint)
+    if key not in _indexes:
+        chunks = chunks_of(corpus, chunking)
+        texts = [chunk.text for chunk in chunks]
+        scorer = model.index_documents(texts)
+        if len(_indexes) >= MEMO_SIZE:
+            _indexes.clear()
+        _indexes[key] = Index(chunks, scorer, _stats(model, chunks, texts, chunking), model)
+    return _indexes[key]
+
+
+def _stats(model: Any, chunks: list[Chunk], texts: list[str], chunking: Chunking) -> dict[str, Any]:
+    """How many chunks, their code sizes against the cap, and their tokens against the model's
+    limit (the tokens past it are never read)."""
+    sizes = sorted(len("".join(c.body.split())) for c in chunks)
+    stats: dict[str, Any] = {
+        "chunks": len(chunks),
+        "longest_chunk_chars": sizes[-1] if sizes else 0,
+        "median_chunk_chars": sizes[len(sizes) // 2] if sizes else 0,
+    }
+    if chunking.strategy != "line":
+        stats["max_chars"] = chunking.cap
+    limit = getattr(model, "context_limit", None)
+    counting = getattr(model, "token_counts", None)
+    counts = counting(texts) if limit and counting is not None else None
+    if counts is not None:
+        ordered = sorted(counts)
+        stats["token_limit"] = limit
+        stats["chunks_over_limit"] = sum(1 for n in counts if n > limit)
+        if ordered:
+            stats["median_chunk_tokens"] = ordered[len(ordered) // 2]
+            stats["p95_chunk_tokens"] = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+            stats["longest_chunk_tokens"] = ordered[-1]
+    return stats
+
+
+# --- ranking -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ranking:
+    chunks: list[Chunk]  # every chunk of the corpus
+    scores: list[float]  # per chunk
+    order: list[int]  # chunk indices, best first (the searched ones only)
+    files: list[tuple[str, float]]  # files best first, each scored by its best chunk
+    stats: dict[str, Any]
+    expected: dict[str, str] | None = None  # expected file name -> its path in the corpus
+
+
+def search(model: Any, case: Any) -> Ranking:
+    """Rank the chunks of the case's corpus for its query (of its type, under `by_type`)."""
+    corpus = corpus_of(case)
+    resolved, problems = resolve_expected(case, corpus)
+    if problems:  # checked at collection; a corpus changed since then
+        raise CaseInputError(f"case '{case.name}': {problems[0]}")
+    index = index_of(model, corpus, case.input.chunking)
+    if not index.chunks:
+        raise CaseInputError(f"case '{case.name}': the corpus ({corpus.label}) gives no chunks")
+    only: bool | None = None
+    if case.input.search == "by_type":
+        only = case.input.query_type == "doc"
+    return rank(index, index.scorer.score([case.input.query])[0], only_docs=only, expected=resolved)
+
+
+def rank(
+    index: Index,
+    scores: np.ndarray | list[float],
+    only_docs: bool | None = None,
+    expected: dict[str, str] | None = None,
+) -> Ranking:
+    """Chunks by score, best first (ties in corpus order), and files by their best chunk.
+    `only_docs` True or False ranks documentation or code chunks only."""
+    import numpy as np
+
+    values = np.asarray(scores, dtype=np.float64)
+    searched = np.arange(len(values))
+    if only_docs is not None:
+        searched = searched[index.doc_chunks == only_docs]
+    order = searched[np.argsort(-values[searched], kind="stable")]
+    names, ids = index.file_ids
+    ranked_ids = ids[order]
+    _, first = np.unique(ranked_ids, return_index=True)  # each file's best chunk
+    best = np.sort(first)
+    files = [(names[int(ranked_ids[i])], float(values[order[i]])) for i in best]
+    return Ranking(index.chunks, values.tolist(), order.tolist(), files, index.stats, expected)
+
+
+# --- scoring -----------------------------------------------------------------------------------
+
+
+def holds_answer(case: Any, chunk: Chunk, expected: dict[str, str] | None = None) -> bool:
+    """Where the case gives answer regions: the chunk matches one of them. Otherwise: it comes
+    from an expected file, and its code has a keyword or overlaps the answer lines."""
+    given: CodeExpected = case.expected
+    paths = expected if expected is not None else {name: name for name in given.expected_files}
+    from_expected = chunk.path in paths.values()
+    if given.answer_regions is not None:
+        return any(_in_region(region, chunk, from_expected) for region in given.answer_regions)
+    if not from_expected:
+        return False
+    if any(keyword in chunk.body for keyword in given.answer_keywords):
+        return True
+    return any(
+        chunk.overlaps(start, end)
+        for name, spans in given.answer_lines.items()
+        if paths.get(name) == chunk.path
+        for start, end in spans
+    )
+
+
+def _in_region(region: AnswerRegion, chunk: Chunk, from_expected: bool) -> bool:
+    if not region.keywords and region.lines is None:
+        return False
+    if region.file_pattern is not None:
+        if region.file_pattern not in chunk.path:
+            return False
+    elif not from_expected:
+        return False
+    if region.keywords and not any(keyword in chunk.body for keyword in region.keywords):
+        return False
+    return region.lines is None or chunk.overlaps(*region.lines)
+
+
+def metrics(case: Any, ranking: Ranking, k: int = TOP_K) -> dict[str, float]:
+    expected = ranking.expected or {name: name for name in case.expected.expected_files}
+    relevant_files = {path: 1.0 for path in expected.values()}
+    files = [path for path, _ in ranking.files]
+    values = ranking_metrics(files, relevant_files, k)
+    if case.expected.has_answers:
+        top = ranking.order[:k]
+        answers = {i: 1.0 for i in top if holds_answer(case, ranking.chunks[i], expected)}
+        values |= {
+            "answer_hit_at_1": hit_at_k(top, answers, 1),
+            "answer_hit_at_3": hit_at_k(top, answers, 3),
+            "answer_hit_at_5": hit_at_k(top, answers, 5),
+            f"answer_mrr_at_{k}": mrr_at_k(top, answers, k),
+        }
+    return {name: round(value, 6) for name, value in values.items()}
+
+
+def score(case: Any, ranking: Ranking) -> Outcome:
+    """File-level nDCG@10 is the score; every metric, and the top files and chunks with their
+    scores, go into the details, so a failed query can be read off its row. The query type,
+    difficulty and tags go there too: the leaderboard breaks results down by them."""
+    values = metrics(case, ranking)
+    expected = ranking.expected or {name: name for name in case.expected.expected_files}
+    wanted = set(expected.values())
+    top_files = [
+        {"file": path, "score": round(value, 4), "expected": path in wanted} for path, value in ranking.files[:TOP_K]
+    ]
+    top_chunks = []
+    for i in ranking.order[:TOP_K]:
+        chunk = ranking.chunks[i]
+        entry: dict[str, Any] = {
+            "file": chunk.path,
+            "lines": f"{chunk.start}-{chunk.end}",
+            "score": round(ranking.scores[i], 4),
+        }
+        if case.expected.has_answers:
+            entry["answer"] = holds_answer(case, chunk, expected)
+        if chunk.context:
+            entry["context"] = chunk.context
+        top_chunks.append(entry)
+    details: dict[str, Any] = {
+        "metrics": values,
+        "query_type": case.input.query_type,
+        "difficulty": case.input.difficulty,
+        "top_files": top_files,
+        "top_chunks": top_chunks,
+        "index": ranking.stats,
+    }
+    tags = case.metadata.get("tags") if hasattr(case, "metadata") else None
+    if tags:
+        details["tags"] = list(tags) if isinstance(tags, list | tuple) else [str(tags)]
+    if case.input.search != "all":
+        details["search"] = case.input.search
+    return Outcome(score=values[f"ndcg_at_{TOP_K}"], **details)

@@ -1,0 +1,31 @@
+"""Text retrieval on the field's own data format: BEIR / MTEB retrieval datasets.
+
+- `beir`: local BEIR folders and Hugging Face datasets in MTEB's layout;
+- `retrieval`: one case per judged query, the index, the ranking and the graded scores.
+"""
+
+from ragmatrix.families.base import Family, Headline
+from ragmatrix.families.text_retrieval.beir import forget
+from ragmatrix.families.text_retrieval.retrieval import (
+    SCORING_VERSION,
+    TextRetrievalCase,
+    dataset_fingerprint,
+    expand_dataset,
+    score,
+    search,
+)
+
+__all__ = ["FAMILY", "score", "search"]
+
+FAMILY = Family(
+    name="text_retrieval",
+    scoring_version=SCORING_VERSION,
+    case_schema=TextRetrievalCase,
+    headline=Headline("nDCG@10", "nDCG@10 over the judged documents (graded relevance)"),
+    plain_input_fields=("dataset",),
+    corpus_fingerprint=dataset_fingerprint,
+    # Every row's iterations hold `dataset` (its label) and, when the case has tags, `tags`.
+    breakdowns=("dataset", "tags"),
+    case_source=expand_dataset,
+    new_session=forget,
+)

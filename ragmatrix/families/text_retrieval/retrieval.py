@@ -1,0 +1,174 @@
+"""Text retrieval on BEIR-format datasets: one case per judged query, nDCG@10 over the corpus.
+
+A case of the data file names a dataset (see `beir`); each query with judgements becomes the
+case `<case>.<query id>`. The corpus is embedded once per model (through the embedding cache)
+and ranked by cosine similarity; BM25 is the baseline. Scores use the same metric functions
+as code retrieval, with graded relevance: `ndcg_at_10` (the item's score, linear gains as in
+trec_eval, pytrec_eval and ranx), `mrr_at_10`, `recall_at_10` and `precision_at_1`, where a
+document is relevant when its grade is above 0. As in BEIR's evaluation, a document whose id
+is the query's own id is never ranked.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragmatrix.case import CaseInputError
+from ragmatrix.families.text_retrieval import beir
+from ragmatrix.families.text_retrieval.beir import DatasetSpec
+from ragmatrix.outcome import Outcome
+from ragmatrix.stats.metrics import ranking_metrics
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# Bump when scoring or document text changes: stored results are then recomputed.
+SCORING_VERSION = 1
+TOP_K = 10
+
+
+class TextQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: DatasetSpec
+    query_id: str
+    query: str = Field(min_length=1)
+
+
+class TextExpected(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    qrels: dict[str, int] = Field(min_length=1)  # document id -> grade (> 0: relevant)
+
+
+class TextRetrievalCase(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    input: TextQuery
+    expected: TextExpected
+
+
+def _name(query_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.\-]+", "_", query_id).strip("_") or "query"
+
+
+def expand_dataset(raw: dict[str, Any], directory: Path) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """The raw cases of a case that names a dataset: one per judged query."""
+    raw_input = raw.get("input")
+    name = str(raw["case"])
+    if not isinstance(raw_input, dict) or "dataset" not in raw_input or "query_id" in raw_input:
+        return [raw], []
+    if set(raw_input) != {"dataset"} or "expected" in raw:
+        return [], [(name, "a case with a dataset takes its queries and judgements from it: give only input.dataset")]
+    try:
+        spec = DatasetSpec.model_validate(raw_input["dataset"])
+        found = beir.judged(spec, directory)
+    except CaseInputError as error:
+        return [], [(name, str(error))]
+    except ValueError as error:
+        return [], [(name, f"input.dataset: {str(error).splitlines()[-1].strip()}")]
+    if not found.queries:
+        return [], [(name, f"dataset {spec.label} has no query with a relevant document in split {spec.split}")]
+    metadata: dict[str, Any] = {k: raw[k] for k in ("tags", "domain", "description") if k in raw}
+    cases: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for query_id, text in found.queries.items():
+        case_name = f"{name}.{_name(query_id)}"
+        while case_name in seen:
+            case_name += "_"
+        seen.add(case_name)
+        cases.append(
+            {
+                "case": case_name,
+                "input": {"dataset": raw_input["dataset"], "query_id": query_id, "query": text},
+                "expected": {"qrels": found.qrels[query_id]},
+                **metadata,
+            }
+        )
+    return cases, []
+
+
+def dataset_fingerprint(case: Any) -> str:
+    """The md5 of the dataset's files (or of its Hugging Face fingerprints): part of the key."""
+    try:
+        return beir.judged(case.input.dataset, case.directory).fingerprint
+    except CaseInputError as error:
+        raise CaseInputError(f"case '{case.name}': {error}") from None
+
+
+@dataclass(frozen=True)
+class Index:
+    ids: list[str]
+    scorer: Any
+    model: Any = None  # kept alive with its index, so that its id stays its own
+
+
+_indexes: dict[tuple[int, str], Index] = {}
+
+
+def index_of(model: Any, case: Any) -> Index:
+    """The corpus indexed by the model, once per process and dataset."""
+    key = (id(model), dataset_fingerprint(case))
+    if key not in _indexes:
+        try:
+            documents = beir.corpus(case.input.dataset, case.directory)
+        except CaseInputError as error:
+            raise CaseInputError(f"case '{case.name}': {error}") from None
+        if len(_indexes) >= 8:
+            _indexes.clear()
+        _indexes[key] = Index(documents.ids, model.index_documents(documents.texts), model)
+    return _indexes[key]
+
+
+@dataclass(frozen=True)
+class Ranking:
+    documents: list[tuple[str, float]]  # the top documents, best first (ties in corpus order)
+    corpus_size: int
+
+
+def search(model: Any, case: Any) -> Ranking:
+    index = index_of(model, case)
+    return rank(index.ids, index.scorer.score([case.input.query])[0], case.input.query_id)
+
+
+def rank(ids: list[str], scores: np.ndarray | list[float], query_id: str | None = None, k: int = TOP_K) -> Ranking:
+    """The top k documents by score; the query's own id is left out, as BEIR leaves it out."""
+    import numpy as np
+
+    values = np.asarray(scores, dtype=np.float64).copy()
+    if query_id is not None:
+        values[[i for i, doc in enumerate(ids) if doc == query_id]] = -np.inf
+    order = np.argsort(-values, kind="stable")
+    top = [int(i) for i in order[: k + 1] if np.isfinite(values[i])][:k]
+    return Ranking([(ids[i], float(values[i])) for i in top], len(ids))
+
+
+def metrics(case: Any, ranking: Ranking, k: int = TOP_K) -> dict[str, float]:
+    qrels = {doc: float(grade) for doc, grade in case.expected.qrels.items()}
+    ranked = [doc for doc, _ in ranking.documents]
+    values = ranking_metrics(ranked, qrels, k)
+    return {name: round(value, 6) for name, value in values.items()}
+
+
+def score(case: Any, ranking: Ranking) -> Outcome:
+    """nDCG@10 is the score; the metrics and the top documents with their grades are details."""
+    values = metrics(case, ranking)
+    top = [
+        {"id": doc, "score": round(value, 4), "grade": case.expected.qrels.get(doc, 0)}
+        for doc, value in ranking.documents
+    ]
+    details: dict[str, Any] = {
+        "metrics": values,
+        "query_id": case.input.query_id,
+        "dataset": case.input.dataset.label,
+        "top_documents": top,
+        "corpus_size": ranking.corpus_size,
+    }
+    tags = case.metadata.get("tags")
+    if tags:
+        details["tags"] = list(tags) if isinstance(tags, list | tuple) else [str(tags)]
+    return Outcome(score=values[f"ndcg_at_{TOP_K}"], **details)

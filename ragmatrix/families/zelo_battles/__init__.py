@@ -1,0 +1,26 @@
+"""zELO battles as a benchmark family: a judge battles a case's documents in pairs, and the
+zELO ranking is scored against graded labels. The application itself is `ragmatrix.zelo`."""
+
+from ragmatrix.families.base import Family, Headline, Plot
+from ragmatrix.families.zelo_battles import report
+from ragmatrix.zelo.battles import SCORING_VERSION, ZeloCase, ZeloDetails, battle, first_requests, score
+
+__all__ = ["FAMILY", "battle", "score"]
+
+FAMILY = Family(
+    name="zelo_battles",
+    scoring_version=SCORING_VERSION,
+    case_schema=ZeloCase,
+    headline=Headline("nDCG@k", "nDCG@k of the zELO ranking against the graded labels"),
+    # Only LLM judges read the judge prompt: its variants collapse for the other judges.
+    prompt_fields=("instruction",),
+    # The documents mapping is content, not a set of variants.
+    plain_input_fields=("documents",),
+    details=ZeloDetails,
+    report_sections=(report.section,),
+    plots=(Plot((report.PATTERN,), report.draw),),
+    # Every judgement an LLM judge (or each member of an ensemble) makes on a first reading.
+    first_requests=first_requests,
+    # A similarity judge embeds the query and the documents once per case.
+    first_texts=lambda case, model: ([case.input.query], case.input.texts),
+)

@@ -1,0 +1,66 @@
+"""The fixtures a benchmark test takes: a model of the kind it needs, and `record`.
+
+`llm`, `embedder`, `judge` and `retriever` are parametrized indirectly by the plugin with model specs;
+the model itself is built here, once per process, when the first test that needs it runs,
+never at collection. Their types are the protocols of `ragmatrix.models.protocols`.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import pytest
+
+from ragmatrix.evaluator import Evaluator
+from ragmatrix.models.protocols import ChatModel, Embedder, Judge, Model, Retriever
+from ragmatrix.runner import Recorder
+from ragmatrix.session import get_state
+
+
+def _build(request: pytest.FixtureRequest) -> Model:
+    spec = getattr(request, "param", None)
+    if spec is None:
+        pytest.fail(
+            f"'{request.fixturename}' is parametrized only in benchmark/test_<family>.py modules", pytrace=False
+        )
+    return get_state(request.config).registry.build(spec)
+
+
+@pytest.fixture
+def llm(request: pytest.FixtureRequest) -> ChatModel:
+    """An LLM from models.yaml."""
+    return cast(ChatModel, _build(request))
+
+
+@pytest.fixture
+def embedder(request: pytest.FixtureRequest) -> Embedder:
+    """An embedding model from models.yaml."""
+    return cast(Embedder, _build(request))
+
+
+@pytest.fixture
+def judge(request: pytest.FixtureRequest) -> Judge:
+    """Any model that can compare: an LLM, an ensemble of LLMs, an embedder or a retriever."""
+    return cast(Judge, _build(request))
+
+
+@pytest.fixture
+def retriever(request: pytest.FixtureRequest) -> Retriever:
+    """Any model that ranks documents for a query: an embedder, or a retriever such as BM25.
+    Both offer `similarities(query, documents)`, `score_matrix(queries, documents)` and
+    `index_documents(documents).score(queries)`."""
+    return cast(Retriever, _build(request))
+
+
+@pytest.fixture
+def evaluator(request: pytest.FixtureRequest) -> Evaluator:
+    """The evaluator LLM (`--evaluator ID` or `evaluator:` in models.yaml), built on first use.
+    Items that need it are keyed by its fingerprint and prompt, and skipped without it."""
+    state = get_state(request.config)
+    return Evaluator(state.evaluator, state.registry.build)
+
+
+@pytest.fixture
+def record() -> Recorder:
+    """Call `record(outcome)` once per iteration with the scored outcome."""
+    return Recorder()

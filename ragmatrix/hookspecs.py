@@ -1,0 +1,18 @@
+"""The hooks ragmatrix adds to pytest, for plugins and conftest files to implement."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from ragmatrix.families import Family
+
+
+@pytest.hookspec
+def pytest_ragmatrix_families(config: pytest.Config) -> list[Family]:  # type: ignore[empty-body]
+    """Return check families to add to the registry (see `ragmatrix.families`).
+
+    Called once when pytest configures; each implementation returns a list of `Family`.
+    """

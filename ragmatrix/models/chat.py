@@ -1,0 +1,166 @@
+"""An LLM as a benchmark test sees it: `llm.chat(messages)` returns the answer text.
+
+Behind that one call: the answers of this session (requests sent ahead by the scheduler, or
+asked before), the response cache (keyed by model spec, messages, generation parameters and
+sample index), the concurrency limit, timeouts, retries, the model's breaker, the cap on a
+stored answer, and token and cost accounting for the item being run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ragmatrix.cache import SqliteCache
+from ragmatrix.keys import md5_of
+from ragmatrix.models import aio
+from ragmatrix.models.client import Breaker, Failure, ModelError, RetryPolicy, call
+from ragmatrix.models.spec import ModelSpec
+from ragmatrix.models.usage import current_sample, current_usage
+
+Messages = list[dict[str, str]]
+
+# The most characters of an answer that are kept: a runaway answer (1 MiB of "yes yes ...")
+# must not bloat the store and the cache. No family expects anything near this long.
+MAX_ANSWER_CHARS = 16 * 1024
+
+
+class ChatProvider(Protocol):
+    async def complete(self, messages: Messages, timeout: float) -> tuple[str, dict[str, Any], float | None]: ...
+
+    def classify(self, error: BaseException) -> Failure: ...
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    usage: dict[str, Any] | None
+    cost: float | None
+    cached: bool  # replayed from the response cache
+    cut: bool  # longer than MAX_ANSWER_CHARS, kept only in part
+
+
+class ChatModel:
+    kind = "llm"
+
+    def __init__(self, spec: ModelSpec, provider: ChatProvider, cache: SqliteCache | None) -> None:
+        self.spec = spec
+        self.id = spec.id
+        self.provider = provider
+        self.cache = cache
+        self.policy = RetryPolicy(retries=spec.retries)
+        self.breaker = Breaker(spec.breaker_after)
+        self._semaphore: asyncio.Semaphore | None = None
+        # This session's answers by cache key, asked or being asked: how a request sent ahead
+        # reaches the item that needs it, with or without the response cache.
+        self._answers: dict[str, asyncio.Task[Answer]] = {}
+        self._consumed: set[str] = set()
+        self._first_attempt: asyncio.Event | None = None  # set once the first attempt has ended
+
+    @property
+    def semaphore(self) -> asyncio.Semaphore:
+        # Created lazily so that it belongs to the loop the calls run on.
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.spec.concurrency)
+        return self._semaphore
+
+    def cache_key(self, messages: Messages, sample: int) -> str:
+        return md5_of({"model": self.spec.output_fingerprint(), "messages": messages, "sample": sample})
+
+    def prefetch(self, messages: Messages, sample: int) -> asyncio.Task[Answer]:
+        """Start asking now (on the running loop); `achat` with the same messages and sample
+        later takes this answer instead of asking again."""
+        key = self.cache_key(messages, sample)
+        task = self._answers.get(key)
+        if task is None:
+            task = self._answers[key] = asyncio.ensure_future(self._ask(messages, key))
+            task.add_done_callback(_retrieve)
+        return task
+
+    async def achat(self, messages: Messages, sample: int | None = None) -> str:
+        sample = current_sample.get() if sample is None else sample
+        key = self.cache_key(messages, sample)
+        task = self.prefetch(messages, sample)
+        try:
+            # Shielded: an item cancelled mid-way (a zELO judgement failing) must not cancel
+            # an answer that another consumer may share.
+            answer = await asyncio.shield(task)
+        except ModelError:
+            if self._answers.get(key) is task:
+                del self._answers[key]  # errors are never kept: the next ask tries again
+            raise
+        usage = current_usage.get()
+        if usage is not None:
+            first = key not in self._consumed
+            usage.add(answer.usage, answer.cost, cached=answer.cached or not first)
+            usage.answers_cut += int(answer.cut)
+        self._consumed.add(key)
+        return answer.text
+
+    async def _ask(self, messages: Messages, key: str) -> Answer:
+        hit = self.cache.get(key) if self.cache is not None else None
+        # An empty answer cached by an older version is no answer: ask again.
+        if hit is not None and str(hit.get("text") or "").strip():
+            text, cut = _capped(str(hit["text"]))
+            return Answer(text, hit.get("usage"), hit.get("cost"), cached=True, cut=cut or bool(hit.get("cut")))
+        # The first attempt of the session goes alone: a client's cold start (lazy imports, its
+        # connection pool) blocks the loop, and must not eat the timeout of every request sent
+        # with it.
+        if self._first_attempt is None:
+            self._first_attempt = first = asyncio.Event()
+        else:
+            first = None
+            await self._first_attempt.wait()
+
+        async def send() -> tuple[str, dict[str, Any], float | None]:
+            try:
+                return await self.provider.complete(messages, self.spec.timeout)
+            finally:
+                if first is not None:
+                    first.set()
+
+        try:
+            text, tokens, cost = await call(
+                send,
+                semaphore=self.semaphore,
+                timeout=self.spec.timeout,
+                policy=self.policy,
+                classify=self.provider.classify,
+                breaker=self.breaker,
+            )
+        finally:
+            if first is not None:  # also when no attempt was made (cancelled, model down)
+                first.set()
+        text, cut = _capped(text)
+        if self.cache is not None:
+            entry: dict[str, Any] = {"text": text, "usage": tokens, "cost": cost}
+            if cut:
+                entry["cut"] = True
+            self.cache.put(key, entry)
+        return Answer(text, tokens, cost, cached=False, cut=cut)
+
+    def chat(self, messages: Messages) -> str:
+        """Ask once, for the current iteration's sample."""
+        return aio.run(self.achat(messages))
+
+    def chat_many(self, conversations: list[Messages]) -> list[str]:
+        """Ask many at once; the model's concurrency limit bounds how many are in flight."""
+
+        async def gather() -> list[str]:
+            return list(await asyncio.gather(*(self.achat(m) for m in conversations)))
+
+        return aio.run(gather())
+
+
+def _capped(text: str) -> tuple[str, bool]:
+    if len(text) <= MAX_ANSWER_CHARS:
+        return text, False
+    return text[:MAX_ANSWER_CHARS], True
+
+
+def _retrieve(task: asyncio.Task[Answer]) -> None:
+    # A request sent ahead whose item never ran (-x, a crash) must not log "exception never
+    # retrieved": its consumer, if any, still gets the error from the task.
+    if not task.cancelled():
+        task.exception()

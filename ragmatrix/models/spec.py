@@ -1,0 +1,267 @@
+"""The spec of one models.yaml entry: `ModelSpec` holds what every provider shares.
+
+Each entry is validated by the spec model of one provider (see `ragmatrix.models.providers`): the
+key the entry carries (`litellm:`, `sentence_transformers:`, `builtin:`, `xinference:`,
+`ensemble:`), or an explicit `provider:`, picks it; `ModelSpec(**entry)` builds the spec of the
+provider the entry names. Reading the file is `ragmatrix.models.models_file`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from importlib.util import find_spec
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+if TYPE_CHECKING:
+    from ragmatrix.cache import SqliteCache
+    from ragmatrix.models.embedding_cache import EmbeddingCache
+    from ragmatrix.models.protocols import Model
+
+ID_PATTERN = r"^[A-Za-z0-9_.\-]+$"
+ENV_REFERENCE = re.compile(r"\$\{(\w+)\}")
+Kind = Literal["llm", "embedder", "retriever", "ensemble"]
+# The model kinds each benchmark fixture runs on: a judge is any model, a retriever is any model
+# that ranks documents (embedders and retrievers).
+FIXTURE_KINDS: dict[str, frozenset[str]] = {
+    "llm": frozenset({"llm"}),
+    "embedder": frozenset({"embedder"}),
+    "retriever": frozenset({"embedder", "retriever"}),
+    "judge": frozenset({"llm", "embedder", "retriever", "ensemble"}),
+}
+
+
+class ModelBuilder(Protocol):
+    """What a provider's `build` is given (`ragmatrix.models.registry.Registry`): the other models
+    (an ensemble's members), built once per process, and the caches the providers share."""
+
+    def build(self, spec: ModelSpec) -> Model: ...
+
+    def response_cache(self) -> SqliteCache | None: ...
+
+    def embedding_cache(self) -> EmbeddingCache | None: ...
+
+
+# The provider registry (`ragmatrix.models.providers`) connects itself here when it is imported: it
+# builds on this module, so this module cannot import it.
+_spec_of: Callable[[dict[str, Any]], type[ModelSpec]] | None = None
+_makers_of: Callable[[str], str] | None = None
+
+
+def connect_providers(spec_of: Callable[[dict[str, Any]], type[ModelSpec]], makers_of: Callable[[str], str]) -> None:
+    """Called by the provider registry: `spec_of(entry)` is the spec model of the provider an
+    entry names, `makers_of(kind)` says which providers make models of a kind."""
+    global _spec_of, _makers_of
+    _spec_of, _makers_of = spec_of, makers_of
+
+
+def expand_env(text: str) -> str:
+    """`${VAR}` replaced by the variable's value, so models.yaml can point at a user's server."""
+    return ENV_REFERENCE.sub(lambda m: os.environ.get(m.group(1), ""), text)
+
+
+class ModelSpec(BaseModel):
+    """One entry of models.yaml: the fields every provider takes.
+
+    A provider subclasses it with its own fields, a `provider: Literal[<name>]` tag, the class
+    settings below, and three methods: `build` (the model), `fingerprint` (what changes its
+    outputs) and, where it has more to check than the variables, `unavailable`.
+    """
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # intermediate classes are never built
+
+    # How models.yaml names the provider: the key an entry carries (and, for `builtin:`, the
+    # value that key must have). An entry may also name its provider outright: `provider: toy`.
+    key: ClassVar[str | None] = None
+    value: ClassVar[str | None] = None
+    # An entry claimed by providers of different precedence goes to the highest (an ensemble
+    # claims every `kind: ensemble` entry, whatever other keys it carries).
+    precedence: ClassVar[int] = 0
+    rank: ClassVar[int] = 100  # where the key comes in messages that list them
+    kinds: ClassVar[tuple[str, ...]] = ()
+    describe: ClassVar[str] = "a model"  # what the key names, for "<field> goes with <describe>"
+    # Importable module -> the distribution to `pip install` for it; set by @provider(needs=...).
+    needs: ClassVar[dict[str, str]] = {}
+
+    provider: str
+    id: str = Field(pattern=ID_PATTERN)
+    kind: Kind  # a retriever scores documents but has no vectors
+    description: str = ""
+    requires_env: list[str] = Field(default_factory=list)
+    # Settings that do not change outputs.
+    concurrency: int = Field(default=4, ge=1)
+    timeout: float = Field(default=60.0, gt=0)
+    retries: int = Field(default=3, ge=0)
+    # Consecutive failed attempts (timeouts, connection errors, 5xx) after which the model is
+    # down for the rest of the session.
+    breaker_after: int = Field(default=5, ge=1)
+
+    # Computed once per spec and settings: every item's key needs it, and a local model's costs
+    # a walk of its folder. Keyed by the fields, so a model_copy with changes recomputes it.
+    _fingerprint: tuple[str, str] | None = PrivateAttr(default=None)
+
+    def __new__(cls, *args: Any, **data: Any) -> ModelSpec:
+        if cls is ModelSpec:  # ModelSpec(**entry): the spec of the provider the entry names
+            if _spec_of is None:  # the registry connects itself when it is imported
+                importlib.import_module("ragmatrix.models.providers")
+            assert _spec_of is not None
+            cls = _spec_of(data)
+        return super().__new__(cls)
+
+    @classmethod
+    def claims(cls, entry: dict[str, Any]) -> bool:
+        """Is `entry` (models.yaml fields, no `provider:`) one of this provider's?"""
+        if cls.key is None or entry.get(cls.key) is None:
+            return False
+        return cls.value is None or entry[cls.key] == cls.value
+
+    @classmethod
+    def foreign_field(cls, name: str, owners: list[str]) -> str:
+        """The message for a field of other providers (`owners` describes them)."""
+        return f"{name} goes with {' or '.join(owners)}"
+
+    @model_validator(mode="after")
+    def check_kind(self) -> ModelSpec:
+        if self.kind not in self.kinds:
+            raise ValueError(self.wrong_kind())
+        return self
+
+    def wrong_kind(self) -> str:
+        if self.kind == "retriever" and _makers_of is not None:
+            return f"a retriever is {_makers_of('retriever')}"
+        kinds = " or ".join(f"{'an' if k[0] in 'aeiou' or k == 'llm' else 'a'} {k}" for k in self.kinds)
+        return f"a {self.key or self.provider} model is {kinds}"
+
+    # -- what a provider implements ------------------------------------------------------------
+
+    def build(self, models: ModelBuilder) -> Model:
+        """The model, built once per process by `models` (which also gives the caches)."""
+        raise NotImplementedError(f"provider {self.provider} cannot build models")
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The fields that change what the model outputs (see `output_fingerprint`)."""
+        raise NotImplementedError(f"provider {self.provider} has no fingerprint")
+
+    def unavailable(self, probe: bool = True) -> str | None:
+        """Why the model cannot run here (a variable not set, a package or server missing), or
+        None. `probe`: whether servers may be asked."""
+        missing = [name for name in self.requires_env if not os.environ.get(name)]
+        if missing:
+            return f"{', '.join(missing)} not set"
+        package = self.missing_package()
+        return f"needs {package}: pip install {package}" if package else None
+
+    # -- shared behaviour ----------------------------------------------------------------------
+
+    def missing_package(self) -> str | None:
+        for module, package in self.needs.items():
+            if find_spec(module) is None:
+                return package
+        return None
+
+    def relative_to(self, folder: Path) -> ModelSpec:
+        """This spec with paths resolved against the folder of models.yaml, where that applies."""
+        return self
+
+    @property
+    def members(self) -> list[ModelSpec]:
+        """An ensemble's member specs; no other model has any."""
+        return []
+
+    def member_ids(self) -> list[str]:
+        return []
+
+    def attach_members(self, members: list[ModelSpec]) -> None:
+        """Called by `load_models` with the specs of `member_ids()`."""
+
+    @property
+    def reads_prompts(self) -> bool:
+        """LLMs (and ensembles of them) read the prompt wording; embedders and BM25 do not, so
+        prompt variants collapse for them (see `ragmatrix.cases.without_prompts`)."""
+        return self.kind in ("llm", "ensemble")
+
+    def env_names(self) -> set[str]:
+        """Every variable this entry refers to: `requires_env`, any `*_env` field, and each
+        `${VAR}` in any field. Their values are secrets (see `ragmatrix.secrets`)."""
+        names = set(self.requires_env)
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if name.endswith("_env") and isinstance(value, str):
+                names.add(value)
+        names.update(ENV_REFERENCE.findall(self.model_dump_json()))
+        return names
+
+    def output_fingerprint(self) -> dict[str, Any]:
+        """The fields that change what the model outputs: they go into every result key.
+
+        Servers, timeouts and concurrency are left out: moving a model to another server does
+        not change its answers. A local model is named by a hash of its files, never by a path.
+        An ensemble is named by its rule and its members' fingerprints.
+        """
+        fields = expand_env(self.model_dump_json())  # ${VAR} values are part of what is called
+        if self._fingerprint is None or self._fingerprint[0] != fields:
+            self._fingerprint = (fields, json.dumps(self.fingerprint(), sort_keys=True))
+        return dict(json.loads(self._fingerprint[1]))  # a fresh copy: callers may not share it
+
+
+class TextSpec(ModelSpec):
+    """The fields of a model that ranks documents for queries (embedders, lexical retrievers)."""
+
+    query_prefix: str = ""
+    document_prefix: str = ""
+
+
+class EmbedderSpec(TextSpec):
+    """The fields of an embedder."""
+
+    batch_size: int = Field(default=32, ge=1)
+
+
+def probe_server(api_base: str, timeout: float = 2.0, name: str | None = None) -> str | None:
+    """Does anything answer HTTP at the server? Any status counts: we only want to know
+    whether calls could reach it."""
+    url = api_base.rstrip("/") + "/models"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout):
+            return None
+    except urllib.error.HTTPError:
+        return None
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        reason = getattr(error, "reason", error)
+        return f"server {name or api_base} unreachable ({reason})"
+
+
+class BuiltinBaseline:
+    """What the built-in baselines (`builtin: bow`, `builtin: bm25`) share: the kind check, and
+    a fingerprint named by the algorithm and its version instead of by weights."""
+
+    if TYPE_CHECKING:
+        builtin: str
+        kinds: ClassVar[tuple[str, ...]]
+        query_prefix: str
+        document_prefix: str
+        max_seq_length: int | None
+
+    def algorithm(self) -> str:
+        """`name@version`: bump the version whenever the baseline would score differently."""
+        raise NotImplementedError
+
+    def wrong_kind(self) -> str:
+        return f"builtin {self.builtin} is of kind {self.kinds[0]}"
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {
+            "provider": "builtin",
+            "query_prefix": self.query_prefix,
+            "document_prefix": self.document_prefix,
+            "max_seq_length": self.max_seq_length,
+            "model": self.algorithm(),
+        }

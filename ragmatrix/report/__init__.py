@@ -1,0 +1,119 @@
+"""The leaderboard report: `benchmark/results/*.jsonl` -> leaderboard.md, leaderboard.html and PNGs.
+
+- `aggregate`: the numbers, once (lines, intervals, paired tests, metrics, breakdowns);
+- `terminal`: the numbers as text for pytest's summary;
+- `content`: what the report says, as blocks; `document`: the blocks as markdown and HTML;
+- `plots`: the plots every family gets; a family's own plots and sections are on its descriptor;
+- `compare`: what changed between two result sets.
+
+Nothing heavy is imported with this package: the terminal summary of a cached run uses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ragmatrix.report.aggregate import Tables
+    from ragmatrix.rows import Row
+
+MARKDOWN = "leaderboard.md"
+HTML = "leaderboard.html"
+# The PNGs every report writes; a family's own are named by its descriptor's plots.
+PLOT_PATTERNS = ("bars_*.png", "by_variant_*.png")
+MEMO = "stats.json"
+
+
+@dataclass
+class Written:
+    tables: Tables
+    markdown: Path
+    html: Path
+    plots: list[Path] = field(default_factory=list)
+    changes: list[str] | None = None  # with a comparison: what changed
+
+
+@dataclass
+class PlotContext:
+    """What a family's plot may need besides its table."""
+
+    palette: dict[str, Any]
+    heatmaps: Sequence[str] = ()  # zelo_battles items chosen with --heatmap
+
+
+def load(results_dir: Path) -> tuple[dict[str, list[Row]], list[str]]:
+    """Every family's rows in a results folder, and the problems found reading them."""
+    from ragmatrix.store import ResultStore
+
+    loaded = ResultStore(results_dir).load_all()
+    problems = [problem for family in loaded.values() for problem in family.problems]
+    return {family: data.rows for family, data in loaded.items() if data.rows}, problems
+
+
+def remembered_stats() -> Any:
+    """The remembered intervals and tests of this checkout (see `ragmatrix.report.memo`)."""
+    from ragmatrix.cache import cache_dir
+    from ragmatrix.report.memo import Memo
+
+    return Memo(cache_dir() / MEMO)
+
+
+def write_report(
+    results_dir: Path,
+    out_dir: Path,
+    shown_as: str | None = None,
+    compare_dir: Path | None = None,
+    heatmaps: Sequence[str] | None = None,
+) -> Written:
+    """Read the results, write the report into `out_dir`. `shown_as` names the results folder
+    in the report (default: its name)."""
+    from ragmatrix import checksum
+    from ragmatrix.report import content, document, plots
+    from ragmatrix.report.aggregate import aggregate
+    from ragmatrix.report.compare import changes
+
+    rows, problems = load(results_dir)
+    remembered = remembered_stats()
+    tables = aggregate(rows, problems, memo=remembered)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    patterns = [*PLOT_PATTERNS]
+    patterns += [p for t in tables.families if t.descriptor for plot in t.descriptor.plots for p in plot.patterns]
+    for pattern in patterns:
+        for old in out_dir.glob(pattern):
+            old.unlink()
+
+    drawn = content.Plots()
+    context = PlotContext(plots.colours([line.model for t in tables.families for line in t.lines]), heatmaps or ())
+    written: list[Path] = []
+    for table in tables.families:
+        path = plots.family_bars(out_dir / f"bars_{table.family}.png", table, context.palette)
+        if path is not None:
+            drawn.bars[table.family] = path.name
+            written.append(path)
+        if table.metrics_by_variant:
+            name = f"by_variant_{table.family}.png"
+            path = plots.metrics_by_variant(out_dir / name, table.family, table.metrics_by_variant, context.palette)
+            if path is not None:
+                drawn.by_variant[table.family] = path.name
+                written.append(path)
+        for plot in table.descriptor.plots if table.descriptor else ():
+            paths = plot.draw(out_dir, table, context)
+            drawn.own.setdefault(table.family, []).extend(p.name for p in paths)
+            written += paths
+
+    report_context = content.Context(results=shown_as or results_dir.name, checksum=checksum.status_line(results_dir))
+    found: list[str] | None = None
+    if compare_dir is not None:
+        old_rows, _ = load(compare_dir)
+        found = changes(aggregate(old_rows, memo=remembered, variants=False), tables)
+        report_context.compared_with, report_context.changes = str(compare_dir), found
+    remembered.save()
+    blocks = content.build(tables, drawn, report_context)
+    markdown = out_dir / MARKDOWN
+    markdown.write_text(document.markdown(blocks), encoding="utf-8")
+    page = out_dir / HTML
+    page.write_text(document.html_page(blocks, out_dir, "ragmatrix leaderboard"), encoding="utf-8")
+    return Written(tables, markdown, page, written, found)

@@ -1,0 +1,556 @@
+"""The leaderboard's numbers, computed once: the terminal summary and the report both render
+what `aggregate` returns, so they always agree.
+
+Per family:
+- `select` keeps the rows that may share a mean (the newest scoring version; of a model's
+  rows, those run with its usual number of iterations) and says what it left out;
+- a `Line` per model: mean, 95% interval (`ragmatrix.stats.intervals`), counts, coverage;
+- paired tests between models (`compare_models`) and between each model's variants
+  (`compare_variants`), cluster-aware: when a case gives several items, they pair on
+  per-case means; Holm's correction within the family;
+- ranks that never over-claim: a model with partial coverage is placed after the models
+  with full coverage, and a model not significantly different from the one above shares
+  its rank;
+- every metric the iterations report, pooled and per variant, and the family's breakdowns,
+  each with the same kind of interval as the headline.
+
+Pure: the only state is an optional `Memo` of intervals and tests, which the caller saves.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+from ragmatrix.families import Family, Headline, family_named
+from ragmatrix.report.memo import Memo
+from ragmatrix.rows import Row
+from ragmatrix.stats.intervals import Interval, interval
+from ragmatrix.stats.significance import ALPHA, PairedTest, holm, paired_test
+
+# Fewer shared cases than this and no paired test is run: "too few shared cases".
+MIN_SHARED_CASES = 2
+TOO_FEW = "too few shared cases"
+GENERIC_HEADLINE = Headline("mean score", "the mean of the items' scores")
+
+
+# --- selection ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """Rows of one model in one family that no mean includes, and why."""
+
+    family: str
+    model: str
+    rows: int
+    reason: str
+
+    def note(self) -> str:
+        return f"{self.family}: {self.rows} row(s) of {self.model} left out: {self.reason}"
+
+
+@dataclass
+class Selection:
+    rows: dict[str, list[Row]] = field(default_factory=dict)  # family -> the rows that count
+    left_out: list[LeftOut] = field(default_factory=list)
+
+
+def _version_order(version: Any) -> tuple[int, Any]:
+    return (0, version) if isinstance(version, int | float) else (1, str(version))
+
+
+def select(rows_by_family: dict[str, list[Row]], keep: Callable[[Row], bool] | None = None) -> Selection:
+    """The rows that may share a mean, and what was left out.
+
+    - Scoring version: only rows of the family's newest version count; older rows were scored
+      by other rules (they rerun on the next `pytest benchmark`).
+    - Iterations: of a model's finished rows in a family, only those run with its most common
+      number of iterations per item count (on a tie, the larger number). Error rows hold no
+      score and are kept, so that errors are always counted.
+    """
+    selection = Selection()
+    for family, rows in sorted(rows_by_family.items()):
+        rows = [r for r in rows if keep is None or keep(r)]
+        if not rows:
+            continue
+        newest = max((r.scoring_version for r in rows), key=_version_order)
+        kept: list[Row] = []
+        for model, model_rows in sorted(_by(rows, lambda r: r.model).items()):
+            old = [r for r in model_rows if r.scoring_version != newest]
+            if old:
+                versions = ", ".join(sorted({str(r.scoring_version) for r in old}))
+                reason = f"scoring version {versions} is older than {newest} (rerun them)"
+                selection.left_out.append(LeftOut(family, model, len(old), reason))
+            current = [r for r in model_rows if r.scoring_version == newest]
+            counts = Counter(r.iteration_count for r in current if r.ok)
+            if counts:
+                chosen = max(counts, key=lambda n: (counts[n], n))
+                mixed = [r for r in current if r.ok and r.iteration_count != chosen]
+                if mixed:
+                    others = ", ".join(str(n) for n in sorted({r.iteration_count for r in mixed}))
+                    reason = f"run with {others} iteration(s) per item, not {chosen} like the rest"
+                    selection.left_out.append(LeftOut(family, model, len(mixed), reason))
+                    current = [r for r in current if not (r.ok and r.iteration_count != chosen)]
+            kept.extend(current)
+        if kept:
+            selection.rows[family] = kept
+    return selection
+
+
+# --- the numbers -------------------------------------------------------------------------------
+
+
+@dataclass
+class Line:
+    """One model in one family."""
+
+    model: str
+    family: str
+    mean: float | None
+    low: float | None
+    high: float | None
+    method: str  # how the interval was computed (ragmatrix.stats.intervals)
+    n: int  # scored iterations
+    items: int
+    cases: int  # cases with a score
+    errors: int  # items that ended in an error
+    invalid: int  # invalid answers among the scored iterations
+    attempted: int = 0  # cases the model has a row for, an error included
+    expected_cases: int = 0  # the cases the model's tests hold in this family
+    rank: int | None = None
+    same_as_above: bool = False  # not significantly different from the model ranked above
+
+    @property
+    def partial(self) -> bool:
+        """Ran fewer of its tests' cases than other models did (an error still counts as run:
+        errors are counted and marked apart)."""
+        return self.mean is not None and self.attempted < self.expected_cases
+
+    @property
+    def coverage(self) -> str:
+        return f"partial ({self.attempted} of {self.expected_cases} cases)" if self.partial else ""
+
+
+@dataclass
+class MetricLine:
+    model: str
+    family: str
+    variant: str  # "all" when pooled
+    n: int  # items with metrics
+    cases: int
+    values: dict[str, Interval]
+
+
+@dataclass
+class BreakdownLine:
+    family: str
+    field: str  # "query_type"
+    value: str  # "Code"
+    model: str
+    items: int
+    cases: int
+    score: Interval
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A paired test of `a` against `b`: two models (the better-ranked first), or two variants
+    of one `model`."""
+
+    family: str
+    a: str
+    b: str
+    unit: str  # "items" or "cases" (per-case means); "" when nothing is shared
+    pairs: int
+    test: PairedTest | None  # None: nothing shared, or too few shared cases
+    p_holm: float | None = None
+    model: str | None = None  # set for a comparison of variants
+
+    @property
+    def significant(self) -> bool:
+        return self.p_holm is not None and self.p_holm < ALPHA
+
+    @property
+    def note(self) -> str:
+        if self.test is not None:
+            return ""
+        return TOO_FEW if self.pairs else "nothing shared"
+
+
+@dataclass
+class FamilyTable:
+    family: str
+    headline: Headline
+    descriptor: Family | None
+    lines: list[Line]  # in rank order; a model without any score last
+    metrics: list[MetricLine]  # every metric per model, its variants pooled
+    metrics_by_variant: list[MetricLine]  # per model and variant, when some model has several
+    comparisons: list[Comparison]
+    variant_comparisons: list[Comparison]
+    breakdowns: list[BreakdownLine]
+    rows: list[Row]  # the rows that count
+
+    @property
+    def ranks(self) -> dict[str, int]:
+        return {line.model: line.rank for line in self.lines if line.rank is not None}
+
+    @property
+    def cases(self) -> int:
+        return len({row.case for row in self.rows})
+
+    def versus_next(self, model: str) -> Comparison | None:
+        """The test of `model` against the model ranked just below it."""
+        order = [line.model for line in self.lines if line.mean is not None]
+        if model not in order or order.index(model) + 1 >= len(order):
+            return None
+        below = order[order.index(model) + 1]
+        return find(self.comparisons, model, below)
+
+
+@dataclass
+class OverviewLine:
+    model: str
+    cells: dict[str, Line]  # family -> the model's line
+    ranks: dict[str, int]  # family -> rank
+    mean_rank: float | None
+
+
+@dataclass
+class Tables:
+    families: list[FamilyTable] = field(default_factory=list)
+    overview: list[OverviewLine] = field(default_factory=list)
+    left_out: list[LeftOut] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # unreadable lines in the result files
+    newest: str | None = None  # the newest `recorded_at` among the rows that count
+
+    def family(self, name: str) -> FamilyTable | None:
+        return next((table for table in self.families if table.family == name), None)
+
+
+RANK_RULE = (
+    "Models are sorted by their mean rank over the families they ran (1 = the best in that family), "
+    "then by the number of families they ran, then by name. Ranks are compared across families "
+    "because scores are not: each family has its own scale."
+)
+
+
+def aggregate(
+    rows_by_family: dict[str, list[Row]],
+    problems: Iterable[str] = (),
+    memo: Memo | None = None,
+    variants: bool = True,
+) -> Tables:
+    """Everything the terminal and the report show. `variants=False` skips the tests between
+    each model's variants (the terminal asks for them only on request)."""
+    memo = memo or Memo(None)
+    selection = select(rows_by_family)
+    tables = Tables(left_out=selection.left_out, problems=list(problems))
+    for family, rows in selection.rows.items():
+        tables.families.append(_family_table(family, rows, memo, variants))
+    tables.overview = overview(tables.families)
+    recorded = [row.recorded_at for rows in selection.rows.values() for row in rows if row.recorded_at]
+    tables.newest = max(recorded) if recorded else None
+    return tables
+
+
+def _family_table(family: str, rows: list[Row], memo: Memo, variants: bool) -> FamilyTable:
+    descriptor = family_named(family)
+    headline = descriptor.headline if descriptor is not None else GENERIC_HEADLINE
+    # the cases some model has a score for: a case that only ever errored is nobody's shortfall
+    expected = {
+        test: {row.case for row in test_rows if row.ok} for test, test_rows in _by(rows, lambda r: r.test).items()
+    }
+    lines = []
+    for model, model_rows in _by(rows, lambda r: r.model).items():
+        # a known family says whether its scores are yes/no; an unknown one is judged by its values
+        line = _line(model, family, model_rows, memo, headline.binary if descriptor is not None else None)
+        line.expected_cases = len(set().union(*(expected[test] for test in {r.test for r in model_rows})))
+        line.attempted = len({row.case for row in model_rows} & set().union(*expected.values()))
+        lines.append(line)
+    comparisons = compare_models(family, lines, rows, memo, headline.higher_is_better)
+    rank(lines, comparisons, headline.higher_is_better)
+    by_variant = metric_lines(family, rows, memo, by_variant=True, descriptor=descriptor)
+    several = len({m.variant for m in by_variant}) > 1
+    return FamilyTable(
+        family=family,
+        headline=headline,
+        descriptor=descriptor,
+        lines=lines,
+        metrics=metric_lines(family, rows, memo, by_variant=False, descriptor=descriptor),
+        metrics_by_variant=by_variant if several else [],
+        comparisons=comparisons,
+        variant_comparisons=compare_variants(family, rows, memo) if variants else [],
+        breakdowns=breakdown_lines(
+            family, rows, descriptor.breakdowns if descriptor else (), memo, headline.binary if descriptor else None
+        ),
+        rows=rows,
+    )
+
+
+def _by(rows: Iterable[Row], key: Callable[[Row], str]) -> dict[str, list[Row]]:
+    groups: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        groups[key(row)].append(row)
+    return dict(groups)
+
+
+def remembered_interval(groups: Sequence[Sequence[float]], memo: Memo, binary: bool | None = None) -> Interval:
+    ordered = sorted(sorted(group) for group in groups if group)
+    return memo.remember(
+        {"interval": ordered, "binary": binary}, lambda: interval(ordered, binary), Interval.to_json, Interval.from_json
+    )
+
+
+def _line(model: str, family: str, rows: list[Row], memo: Memo, binary: bool | None) -> Line:
+    by_case: dict[str, list[float]] = defaultdict(list)
+    invalid = errors = 0
+    for row in rows:
+        if not row.ok:
+            errors += 1
+            continue
+        for entry in row.scored_iterations():
+            by_case[row.case].append(float(entry.score or 0.0))
+            invalid += entry.valid is False
+    n = sum(len(values) for values in by_case.values())
+    if not n:
+        return Line(model, family, None, None, None, "none", 0, len(rows), 0, errors, invalid)
+    result = remembered_interval(list(by_case.values()), memo, binary)
+    return Line(
+        model, family, result.mean, result.low, result.high, result.method, n, len(rows), len(by_case), errors, invalid
+    )
+
+
+def rank(lines: list[Line], comparisons: list[Comparison], higher_is_better: bool = True) -> None:
+    """Sort `lines` in place and give each its rank.
+
+    Full coverage before partial, then by mean (best first); a model without a score last.
+    A model's rank is one more than the number of models above it that are significantly
+    better (Holm-adjusted), so a difference the data cannot tell apart never separates two
+    ranks; a model that shares the rank of a model above is marked `same_as_above`.
+    """
+    sign = -1.0 if higher_is_better else 1.0
+    lines.sort(key=lambda line: (line.mean is None, line.partial, sign * (line.mean or 0.0), line.model))
+    ranked: list[Line] = []
+    for line in lines:
+        if line.mean is None:
+            continue
+        better = 0
+        for above in ranked:
+            test = find(comparisons, above.model, line.model)
+            # partial coverage never ranks level with full coverage
+            if above.partial != line.partial or (test is not None and test.significant):
+                better += 1
+        line.rank = better + 1
+        line.same_as_above = any(above.rank == line.rank for above in ranked)
+        ranked.append(line)
+
+
+def find(comparisons: Iterable[Comparison], a: str, b: str) -> Comparison | None:
+    return next((c for c in comparisons if {c.a, c.b} == {a, b}), None)
+
+
+# --- paired tests ------------------------------------------------------------------------------
+
+
+def _pairs(
+    items_a: dict[tuple[str, str], float], items_b: dict[tuple[str, str], float]
+) -> tuple[str, list[float], list[float]]:
+    """The paired values of two score maps keyed by (case, item), cluster-aware: one pair per
+    shared item when no case gives more than one, else one pair per case (the mean of its
+    shared items). Two models that share no item (an LLM's prompt variants against an
+    embedder's one item per case) pair on their per-case means over the cases both ran."""
+    shared = sorted(set(items_a) & set(items_b))
+    if shared:
+        per_case = Counter(case for case, _ in shared)
+        if max(per_case.values()) == 1:
+            return "items", [items_a[k] for k in shared], [items_b[k] for k in shared]
+        keys_by_case: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        for key in shared:
+            keys_by_case[key[0]].append(key)
+    else:
+        keys_by_case = defaultdict(list)
+        cases_a = {case for case, _ in items_a}
+        for key in items_b:
+            if key[0] in cases_a:
+                keys_by_case[key[0]].append(key)
+        for key in items_a:
+            if key[0] in keys_by_case:
+                keys_by_case[key[0]].append(key)
+    x, y = [], []
+    for case in sorted(keys_by_case):
+        keys = keys_by_case[case]
+        values_a = [items_a[k] for k in keys if k in items_a]
+        values_b = [items_b[k] for k in keys if k in items_b]
+        if values_a and values_b:
+            x.append(sum(values_a) / len(values_a))
+            y.append(sum(values_b) / len(values_b))
+    return "cases", x, y
+
+
+def remembered_test(x: list[float], y: list[float], memo: Memo) -> PairedTest:
+    def dump(test: PairedTest) -> list[Any]:
+        return [test.test, test.n, test.difference, test.p, list(test.discordant) if test.discordant else None]
+
+    def load(value: list[Any]) -> PairedTest:
+        name, n, difference, p, discordant = value
+        return PairedTest(str(name), int(n), float(difference), float(p), tuple(discordant) if discordant else None)
+
+    return memo.remember({"paired": [x, y]}, lambda: paired_test(x, y), dump, load)
+
+
+def _tested(
+    family: str, a: str, b: str, unit: str, x: list[float], y: list[float], memo: Memo, model: str | None = None
+) -> Comparison:
+    if len(x) < MIN_SHARED_CASES:
+        return Comparison(family, a, b, unit if x else "", len(x), None, model=model)
+    return Comparison(family, a, b, unit, len(x), remembered_test(x, y, memo), model=model)
+
+
+def _with_holm(comparisons: list[Comparison]) -> list[Comparison]:
+    tested = [c for c in comparisons if c.test is not None]
+    adjusted = iter(holm([c.test.p for c in tested if c.test is not None]))
+    return [
+        Comparison(c.family, c.a, c.b, c.unit, c.pairs, c.test, next(adjusted) if c.test else None, c.model)
+        for c in comparisons
+    ]
+
+
+def _score_map(rows: Iterable[Row]) -> dict[tuple[str, str], float]:
+    scores: dict[tuple[str, str], float] = {}
+    for row in rows:
+        score = row.item_score()
+        if score is not None:
+            scores[(row.case, f"{row.test}::{row.item}")] = score
+    return scores
+
+
+def compare_models(
+    family: str, lines: list[Line], rows: list[Row], memo: Memo, higher_is_better: bool = True
+) -> list[Comparison]:
+    """Every pair of models with a score, the better mean first; Holm over the family's tests."""
+    scores = {model: _score_map(model_rows) for model, model_rows in _by(rows, lambda r: r.model).items()}
+    sign = -1.0 if higher_is_better else 1.0
+    by_mean = sorted(lines, key=lambda line: sign * (line.mean or 0.0))
+    order = [line.model for line in by_mean if line.mean is not None]
+    comparisons = []
+    for a, b in combinations(order, 2):
+        unit, x, y = _pairs(scores[a], scores[b])
+        comparisons.append(_tested(family, a, b, unit, x, y, memo))
+    return _with_holm(comparisons)
+
+
+def compare_variants(family: str, rows: list[Row], memo: Memo) -> list[Comparison]:
+    """For each model with several variants (chunkings, prompt wordings, modes), every pair of
+    its variants, paired on the cases both ran; Holm over all of the family's variant tests."""
+    comparisons = []
+    for model, model_rows in sorted(_by(rows, lambda r: r.model).items()):
+        by_variant = _by((r for r in model_rows if r.variant), lambda r: f"{r.test}::{r.variant}")
+        if len(by_variant) < 2:
+            continue
+        per_case = {
+            variant: {row.case: score for row in variant_rows if (score := row.item_score()) is not None}
+            for variant, variant_rows in by_variant.items()
+        }
+        for a, b in combinations(sorted(per_case), 2):
+            if a.split("::")[0] != b.split("::")[0]:
+                continue  # variants of different tests are different questions
+            shared = sorted(set(per_case[a]) & set(per_case[b]))
+            x, y = [per_case[a][c] for c in shared], [per_case[b][c] for c in shared]
+            comparisons.append(_tested(family, a.split("::")[1], b.split("::")[1], "cases", x, y, memo, model=model))
+    return _with_holm(comparisons)
+
+
+# --- metrics and breakdowns ----------------------------------------------------------------------
+
+
+def metric_lines(
+    family: str, rows: list[Row], memo: Memo, by_variant: bool = True, descriptor: Family | None = None
+) -> list[MetricLine]:
+    """Mean and interval of every metric the iterations carry, per model (and variant), over the
+    items that ended without error, grouped by case like the headline. A known family says
+    which of its metrics are yes/no; an unknown family's are judged by their values."""
+
+    def binary(name: str) -> bool | None:
+        if descriptor is None:
+            return None
+        if name == descriptor.headline.metric:
+            return descriptor.headline.binary
+        return name in descriptor.binary_metrics
+
+    groups: dict[tuple[str, str], dict[str, dict[str, list[float]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list))
+    )
+    items: Counter[tuple[str, str]] = Counter()
+    cases: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for row in rows:
+        if not row.ok:
+            continue
+        values = row.item_metrics()
+        if not values:
+            continue
+        group = (row.model, (row.variant or "-") if by_variant else "all")
+        items[group] += 1
+        cases[group].add(row.case)
+        for name, value in values.items():
+            groups[group][name][row.case].append(value)
+    lines = []
+    for (model, variant), metrics in sorted(groups.items()):
+        intervals = {
+            name: remembered_interval(list(by_case.values()), memo, binary(name))
+            for name, by_case in sorted(metrics.items())
+        }
+        lines.append(
+            MetricLine(model, family, variant, items[(model, variant)], len(cases[(model, variant)]), intervals)
+        )
+    return lines
+
+
+def breakdown_values(row: Row, name: str) -> list[str]:
+    """The values a row holds for a breakdown field: on the row itself, else in its first
+    iteration's details. A list (tags) gives each of its values: a row counts under each tag."""
+    extra = row.model_extra or {}
+    found: Any = extra.get(name)
+    if found is None:
+        for entry in row.iterations[:1]:
+            found = entry.details.get(name)
+    if found is None:
+        return []
+    return [str(value) for value in found] if isinstance(found, list) else [str(found)]
+
+
+def breakdown_lines(
+    family: str, rows: list[Row], fields: Sequence[str], memo: Memo, binary: bool | None = None
+) -> list[BreakdownLine]:
+    lines = []
+    for name in fields:
+        groups: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        items: Counter[tuple[str, str]] = Counter()
+        for row in rows:
+            for value in breakdown_values(row, name):
+                items[(value, row.model)] += 1
+                for entry in row.scored_iterations():
+                    groups[(value, row.model)][row.case].append(float(entry.score or 0.0))
+        for (value, model), by_case in sorted(groups.items()):
+            score = remembered_interval(list(by_case.values()), memo, binary)
+            lines.append(BreakdownLine(family, name, value, model, items[(value, model)], len(by_case), score))
+    return lines
+
+
+# --- across families ---------------------------------------------------------------------------
+
+
+def overview(families: list[FamilyTable]) -> list[OverviewLine]:
+    """Model x family, sorted by the rule in RANK_RULE."""
+    models = sorted({line.model for table in families for line in table.lines})
+    out = []
+    for model in models:
+        cells = {t.family: line for t in families for line in t.lines if line.model == model}
+        model_ranks = {t.family: t.ranks[model] for t in families if model in t.ranks}
+        mean_rank = sum(model_ranks.values()) / len(model_ranks) if model_ranks else None
+        out.append(OverviewLine(model, cells, model_ranks, mean_rank))
+    out.sort(key=lambda o: (o.mean_rank is None, o.mean_rank or 0.0, -len(o.cells), o.model))
+    return out

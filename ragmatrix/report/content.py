@@ -1,0 +1,267 @@
+"""What the report says, as blocks (see `ragmatrix.report.document`): the reading guide, the
+overview, what was left out, and per family its table, paired tests, metrics and plots."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ragmatrix.report.aggregate import MIN_SHARED_CASES, RANK_RULE, Comparison, FamilyTable, MetricLine, Tables
+from ragmatrix.report.document import Block, Bullets, Heading, Image, Paragraph, Table
+from ragmatrix.stats.intervals import MIN_CASES_TO_CLUSTER
+from ragmatrix.stats.significance import ALPHA, MCNEMAR
+
+BETTER = ">"  # significantly better than the model ranked next
+SAME = "≈"  # no significant difference
+INCOMPLETE = "†"  # the model has error items: its mean covers only the items it finished
+METRICS_PER_TABLE = 4
+
+
+@dataclass
+class Plots:
+    """The PNGs drawn for the report, by file name in the report folder."""
+
+    bars: dict[str, str] = field(default_factory=dict)  # family -> file
+    by_variant: dict[str, str] = field(default_factory=dict)  # family -> file
+    own: dict[str, list[str]] = field(default_factory=dict)  # family -> files of its own plots
+
+
+@dataclass
+class Context:
+    results: str  # the results folder, as the user named it
+    checksum: str | None = None  # one line on the checksum file, when there is one
+    compared_with: str | None = None
+    changes: list[str] = field(default_factory=list)
+
+
+def build(tables: Tables, plots: Plots, context: Context) -> list[Block]:
+    blocks: list[Block] = [Heading(1, "ragmatrix leaderboard")]
+    rows = sum(len(t.rows) for t in tables.families)
+    models = len(tables.overview)
+    intro = (
+        f"{rows} result rows from `{context.results}`: {len(tables.families)} families, {models} models"
+        + (f", recorded up to {tables.newest}" if tables.newest else "")
+        + ". Written by `ragmatrix report`."
+    )
+    blocks.append(Paragraph(intro))
+    if context.checksum:
+        blocks.append(Paragraph(context.checksum))
+    blocks += _reading_guide()
+    blocks += _overview(tables)
+    blocks += _left_out(tables)
+    if context.compared_with is not None:
+        blocks.append(Heading(2, f"Changes since `{context.compared_with}`"))
+        blocks.append(Bullets(context.changes) if context.changes else Paragraph("Nothing changed."))
+    for table in tables.families:
+        blocks += _family(table, plots)
+    return blocks
+
+
+def _reading_guide() -> list[Block]:
+    return [
+        Heading(2, "How to read it"),
+        Bullets(
+            [
+                "**mean** is the family's headline score over every scored iteration of a model's items, on "
+                "the scale each family's heading names. **n** counts scored iterations, **items** the model's "
+                "items, **cases** the cases with a score, **errors** the items that ended in a model error, "
+                "**invalid** the answers that could not be parsed (they score 0).",
+                f"**Clusters.** A case often gives several items (prompt variants, chunkings, iterations); they "
+                f"are not independent draws. So every interval resamples whole cases when some case gives "
+                f"several values and there are at least {MIN_CASES_TO_CLUSTER} cases, and every paired test "
+                f"pairs on per-case means. Otherwise: a Wilson interval when every value is 0 or 1, a "
+                f"percentile bootstrap over the values (2,000 seeded resamples) when not; one continuous value "
+                f"has no interval. Every number gets its interval this one way, in every table.",
+                f"**Significance**: every pair of models in a family is tested on what both finished: McNemar's "
+                f"exact test when every paired value is 0 or 1, else a paired permutation test of the mean "
+                f"difference; p-values are Holm-adjusted over the family's pairs. With fewer than "
+                f"{MIN_SHARED_CASES} shared cases there is no test: the table says 'too few shared cases'.",
+                f"**Ranks.** A model's rank is one more than the number of models above it that are "
+                f"significantly better (Holm-adjusted p < {ALPHA}): a difference the data cannot show never "
+                f"separates two ranks, and a model that shares the rank of a model above is marked {SAME}. A "
+                f"model that ran fewer of its tests' cases than the others is marked 'partial (k of n cases)' "
+                f"and is ranked after every model with full coverage, whatever its mean.",
+                f"**Errors** are never zeros. A model error leaves the item out of the mean and counts under "
+                f"errors; a model marked {INCOMPLETE} has errors, and its mean covers only the items it "
+                f"finished.",
+                "**Variants.** For each model with several variants (chunkings, prompt wordings, modes), its "
+                "variants are tested against each other on the cases both ran, Holm-adjusted within the family.",
+            ]
+        ),
+    ]
+
+
+def _overview(tables: Tables) -> list[Block]:
+    families = [t.family for t in tables.families]
+    header = ["#", "model", "mean rank", *families]
+    rows = []
+    for index, line in enumerate(tables.overview, start=1):
+        cells = []
+        for family in families:
+            cell = line.cells.get(family)
+            if cell is None:
+                cells.append("-")
+            elif cell.mean is None:
+                cells.append(f"no score ({cell.errors} errors)")
+            else:
+                mark = (f" {INCOMPLETE}" if cell.errors else "") + (" partial" if cell.partial else "")
+                same = SAME if cell.same_as_above else ""
+                cells.append(f"{cell.mean:.3f} (#{line.ranks[family]}{same}){mark}")
+        mean_rank = "-" if line.mean_rank is None else f"{line.mean_rank:.2f}"
+        rows.append([str(index), line.model, mean_rank, *cells])
+    return [
+        Heading(2, "Overview"),
+        Paragraph(f"Each cell is the model's mean in the family and its rank there. {RANK_RULE}"),
+        Table(header, rows, numeric={0, 2, *range(3, 3 + len(families))}),
+    ]
+
+
+def _left_out(tables: Tables) -> list[Block]:
+    items = [left.note() for left in tables.left_out]
+    items += [f"unreadable: {problem}" for problem in tables.problems]
+    return [
+        Heading(2, "Left out"),
+        Paragraph(
+            "Rows of an older scoring version, or run with another number of iterations than the rest of "
+            "a model's rows in the family, never enter a mean."
+        ),
+        Bullets(items) if items else Paragraph("Nothing was left out."),
+    ]
+
+
+def _scale(table: FamilyTable) -> str:
+    direction = "higher is better" if table.headline.higher_is_better else "lower is better"
+    return f"scale {table.headline.scale}, {direction}"
+
+
+def _family(table: FamilyTable, plots: Plots) -> list[Block]:
+    digits = table.headline.digits
+    blocks: list[Block] = [
+        Heading(2, table.family),
+        Paragraph(
+            f"Headline score: {table.headline.description} ({_scale(table)}). {table.cases} cases, "
+            f"{len(table.rows)} items."
+        ),
+    ]
+    header = ["rank", "model", "mean", "95% CI", "n", "items", "cases", "errors", "invalid", "vs next"]
+    rows = []
+    for line in table.lines:
+        rank = "-" if line.rank is None else f"{line.rank}{SAME if line.same_as_above else ''}"
+        model = line.model + (f" {INCOMPLETE}" if line.errors else "") + (f" ({line.coverage})" if line.partial else "")
+        mean = "-" if line.mean is None else f"{line.mean:.{digits}f}"
+        interval = "-" if line.low is None or line.high is None else f"[{line.low:.{digits}f}, {line.high:.{digits}f}]"
+        counts = [str(line.n), str(line.items), str(line.cases), str(line.errors), str(line.invalid)]
+        rows.append([rank, model, mean, interval, *counts, _versus(line.model, table.versus_next(line.model))])
+    blocks.append(Table(header, rows, numeric={0, 2, 3, 4, 5, 6, 7, 8}))
+    if table.family in plots.bars:
+        blocks.append(Image(plots.bars[table.family], f"{table.family}: mean per model with its 95% CI"))
+    blocks += _comparisons(table.comparisons, "models", "Paired tests between the models")
+    if table.metrics:
+        blocks.append(Heading(3, f"{table.family}: every metric per model, mean [95% CI]"))
+        blocks += _metric_tables(table.metrics, with_variant=False)
+    if table.metrics_by_variant:
+        blocks.append(Heading(3, f"{table.family}: every metric per variant, mean [95% CI]"))
+        blocks += _metric_tables(table.metrics_by_variant, with_variant=True)
+        if table.family in plots.by_variant:
+            blocks.append(Image(plots.by_variant[table.family], f"{table.family}: every metric per variant"))
+    if table.variant_comparisons:
+        blocks.append(Heading(3, f"{table.family}: variants compared within each model"))
+        blocks += _comparisons(table.variant_comparisons, "variants", "Paired tests between each model's variants")
+    blocks += _breakdowns(table)
+    images = plots.own.get(table.family, [])
+    for section in table.descriptor.report_sections if table.descriptor else ():
+        blocks += section(table, images)
+    return blocks
+
+
+def _versus(model: str, comparison: Comparison | None) -> str:
+    """How `model` compares with the model ranked below it."""
+    if comparison is None:
+        return ""
+    other = comparison.b if comparison.a == model else comparison.a
+    if comparison.test is None or comparison.p_holm is None:
+        return f"{comparison.note} with {other}"
+    mark = BETTER if comparison.significant else SAME
+    return f"{mark} {other} (p {_p(comparison.p_holm, relation=True)})"
+
+
+def _comparisons(comparisons: list[Comparison], what: str, title: str) -> list[Block]:
+    if not comparisons:
+        return []
+    tested = sum(1 for c in comparisons if c.test is not None)
+    first = ["model", "variant A", "variant B"] if what == "variants" else ["model A", "model B"]
+    header = [*first, "paired on", "pairs", "mean A - B", "test", "p", "p (Holm)", "significant"]
+    rows = []
+    for c in comparisons:
+        names = [c.model or "", c.a, c.b] if what == "variants" else [c.a, c.b]
+        if c.test is None or c.p_holm is None:
+            rows.append([*names, c.unit or "-", str(c.pairs), "-", c.note, "-", "-", "-"])
+            continue
+        test = c.test.test
+        if c.test.test == MCNEMAR and c.test.discordant is not None:
+            test += f", discordant {c.test.discordant[0]} vs {c.test.discordant[1]}"
+        rows.append(
+            [
+                *names,
+                c.unit,
+                str(c.pairs),
+                f"{c.test.difference:+.3f}",
+                test,
+                _p(c.test.p),
+                _p(c.p_holm),
+                "yes" if c.significant else "no",
+            ]
+        )
+    offset = len(first)
+    return [
+        Paragraph(f"{title}, Holm-adjusted over the family's {tested} test(s):"),
+        Table(header, rows, numeric={offset + 1, offset + 2, offset + 4, offset + 5}),
+    ]
+
+
+def _metric_tables(lines: list[MetricLine], with_variant: bool) -> list[Block]:
+    names = sorted({name for line in lines for name in line.values})
+    blocks: list[Block] = []
+    for start in range(0, len(names), METRICS_PER_TABLE):
+        columns = names[start : start + METRICS_PER_TABLE]
+        first = ["model", "variant", "items", "cases"] if with_variant else ["model", "items", "cases"]
+        rows = []
+        for line in lines:
+            cells = []
+            for name in columns:
+                value = line.values.get(name)
+                if value is None:
+                    cells.append("-")
+                elif value.low is None or value.high is None:
+                    cells.append(f"{value.mean:.3f}")
+                else:
+                    cells.append(f"{value.mean:.3f} [{value.low:.3f}, {value.high:.3f}]")
+            first_cells = [line.model, line.variant] if with_variant else [line.model]
+            rows.append([*first_cells, str(line.n), str(line.cases), *cells])
+        blocks.append(Table([*first, *columns], rows, numeric=set(range(len(first) - 2, len(first) + len(columns)))))
+    return blocks
+
+
+def _breakdowns(table: FamilyTable) -> list[Block]:
+    blocks: list[Block] = []
+    digits = table.headline.digits
+    for name in sorted({line.field for line in table.breakdowns}):
+        header = [name, "model", "mean", "95% CI", "items", "cases"]
+        rows = []
+        for line in (b for b in table.breakdowns if b.field == name):
+            score = line.score
+            interval = (
+                "-" if score.low is None or score.high is None else f"[{score.low:.{digits}f}, {score.high:.{digits}f}]"
+            )
+            rows.append(
+                [line.value, line.model, f"{score.mean:.{digits}f}", interval, str(line.items), str(line.cases)]
+            )
+        blocks.append(Heading(3, f"{table.family}: {table.headline.metric} by {name}"))
+        blocks.append(Table(header, rows, numeric={2, 3, 4, 5}))
+    return blocks
+
+
+def _p(p: float, relation: bool = False) -> str:
+    """A p-value to three places; `relation` writes "= 0.031" or "< 0.001"."""
+    if p < 0.001:
+        return "< 0.001" if relation else "<0.001"
+    return f"= {p:.3f}" if relation else f"{p:.3f}"

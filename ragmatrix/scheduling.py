@@ -1,0 +1,218 @@
+"""Sends the first-round model requests of the run's benchmark items ahead of the items.
+
+Each test function asks its model one question at a time, and pytest runs one item after
+another, so left alone a model would see one request in flight. Instead, when the first
+benchmark item of this process is about to run, the scheduler collects the first-round
+requests of every item this process will run (a family states them with
+`Family.first_requests`, a pure function of the case and the model), for every iteration,
+and sends them all, each model up to its own concurrency. An embedder's texts
+(`Family.first_texts`) are embedded the same way, in one batch across items. The items then find their answers
+waiting (`ChatModel.achat` takes a request sent ahead instead of asking again); follow-up
+rounds, such as zELO's re-ask of a malformed answer, are asked inside the item.
+
+Which items are this process's:
+- without xdist: the items selected (after `-k`, `--models`, cached skips), in windows of
+  about `--send-ahead` requests (default 256): a window is sent when its first item is about to
+  run, and its items run once its answers are in, so rows are written window by window and a
+  killed run loses at most one window;
+- on an xdist worker: the items xdist has handed this worker and not run yet, looked at as
+  each item starts, so that a worker sends only its own items, batch by batch as they come.
+
+Errors are stored with the request and raised to the item that consumes it, which records
+an error row; nothing failed is cached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from ragmatrix.case import CaseInputError
+from ragmatrix.models import aio
+from ragmatrix.models.client import ModelError
+from ragmatrix.runner import plan_for
+from ragmatrix.session import BenchmarkState, ItemPlan
+
+SCHEDULER_KEY = pytest.StashKey["Scheduler"]()
+
+Messages = list[dict[str, str]]
+
+
+@dataclass
+class Scheduler:
+    state: BenchmarkState
+    config: pytest.Config
+    scheduled_items: set[str] = field(default_factory=set)
+    requests_sent: int = 0
+
+    @property
+    def on_worker(self) -> bool:
+        return hasattr(self.config, "workerinput")
+
+    def before(self, item: pytest.Item, plan: ItemPlan) -> None:
+        """Called as each benchmark item is about to run: sends ahead what is not sent yet."""
+        if item.nodeid in self.scheduled_items:
+            return
+        if self.on_worker:
+            # The items xdist has handed this worker so far; more may come later.
+            following = _queued_on_worker(self.config, item.session) or []
+        else:
+            items = item.session.items
+            following = items[items.index(item) + 1 :] if item in items else []
+        batch: list[tuple[pytest.Item, ItemPlan]] = []
+        requests: list[tuple[Any, Messages, int]] = []
+        # This item, then the ones after it, until the window is full: the answers of a window
+        # are awaited before its items run, so a window is also what a killed run loses.
+        for candidate in [item, *following]:
+            if candidate.nodeid in self.scheduled_items:
+                continue
+            self.scheduled_items.add(candidate.nodeid)
+            for chosen in self._plans([candidate]):
+                batch.append(chosen)
+                requests += self._requests([chosen[1]])
+            if len(requests) >= self.state.send_ahead:
+                break
+        if requests:
+            self._send(requests)
+        self._embed_ahead([p for _, p in batch])
+
+    def _plans(self, items: list[pytest.Item]) -> Iterator[tuple[pytest.Item, ItemPlan]]:
+        for item in items:
+            if item.get_closest_marker("skip") is not None:
+                continue  # cached
+            plan = plan_for(item, self.state)
+            if plan is not None:
+                yield item, plan
+
+    def _requests(self, plans: list[ItemPlan]) -> Iterator[tuple[Any, Messages, int]]:
+        for plan in plans:
+            first = plan.family.first_requests
+            if first is None or plan.model.kind not in ("llm", "ensemble"):
+                continue
+            models = self._chat_models(plan)
+            if not models:
+                continue
+            try:
+                conversations = first(plan.case, plan.model)
+            except (CaseInputError, ValueError, KeyError, TypeError):
+                continue  # the item itself records what is wrong with the case
+            for sample in range(self.state.iterations):
+                for messages in conversations:
+                    for model in models:
+                        yield model, messages, sample
+
+    def _embed_ahead(self, plans: list[ItemPlan]) -> None:
+        """Each embedder's texts of all these items, embedded in one batch."""
+        texts: dict[str, tuple[Any, list[str], list[str]]] = {}
+        for plan in plans:
+            first = plan.family.first_texts
+            if first is None or plan.model.kind != "embedder":
+                continue
+            try:
+                model = self.state.registry.build(plan.model)
+                queries, documents = first(plan.case, plan.model)
+            except (ModelError, CaseInputError, ValueError, KeyError, TypeError):
+                continue  # the item itself records the error
+            if not hasattr(model, "prefetch"):
+                continue
+            _, all_queries, all_documents = texts.setdefault(plan.model.id, (model, [], []))
+            all_queries += queries
+            all_documents += documents
+        for model, queries, documents in texts.values():
+            try:
+                model.prefetch(queries, documents)
+            except Exception:  # each item then embeds its own texts and records what fails
+                continue
+
+    def _chat_models(self, plan: ItemPlan) -> list[Any]:
+        """The chat models an item's requests go to: the LLM, or an ensemble's members."""
+        try:
+            model = self.state.registry.build(plan.model)
+        except ModelError:
+            return []  # the item's setup records the error
+        members = getattr(model, "members", None)
+        candidates = members if members is not None else [model]
+        return [m for m in candidates if hasattr(m, "prefetch")]
+
+    def _send(self, requests: list[tuple[Any, Messages, int]]) -> None:
+        self.requests_sent += len(requests)
+        with _progress(self.config, len(requests)) as bar:
+
+            async def send_all() -> None:
+                tasks = {model.prefetch(messages, sample) for model, messages, sample in requests}
+                bar.total = len(tasks)
+                bar.refresh()
+                for task in tasks:
+                    task.add_done_callback(lambda _: bar.update())
+                await asyncio.wait(tasks)
+
+            aio.run(send_all())
+
+
+class _NoBar:
+    total = 0
+
+    def update(self) -> None:
+        pass
+
+    def refresh(self) -> None:
+        pass
+
+
+class _progress:
+    """A tqdm bar on the terminal while the requests run; nothing when output is not a terminal
+    (xdist workers, CI logs)."""
+
+    def __init__(self, config: pytest.Config, total: int) -> None:
+        self.config = config
+        self.total = total
+        self.bar: Any = None
+        self.suspended: Any = None
+
+    def __enter__(self) -> Any:
+        stream = sys.__stderr__
+        if hasattr(self.config, "workerinput") or stream is None or not stream.isatty():
+            return _NoBar()
+        from tqdm import tqdm
+
+        capture = self.config.pluginmanager.getplugin("capturemanager")
+        if capture is not None:
+            self.suspended = capture.global_and_fixture_disabled()
+            self.suspended.__enter__()
+        self.bar = tqdm(total=self.total, desc="ragmatrix: model requests", unit="req", file=stream, leave=False)
+        return self.bar
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        if self.suspended is not None:
+            self.suspended.__exit__(None, None, None)
+
+
+def _queued_on_worker(config: pytest.Config, session: pytest.Session) -> list[pytest.Item] | None:
+    """On an xdist worker, the items it has been handed and not run yet, or None when xdist
+    does not say (then each item sends only its own requests)."""
+    for plugin in config.pluginmanager.get_plugins():
+        queue = getattr(plugin, "torun", None)
+        if queue is None or not hasattr(queue, "lock"):
+            continue
+        with queue.lock() as queued:
+            indices = [i for i in queued if isinstance(i, int)]
+        following = getattr(plugin, "nextitem_index", None)
+        if isinstance(following, int):
+            indices.insert(0, following)
+        return [session.items[i] for i in indices if 0 <= i < len(session.items)]
+    return None
+
+
+def scheduler(config: pytest.Config, state: BenchmarkState) -> Scheduler:
+    """The session's scheduler, made on first use."""
+    found = config.stash.get(SCHEDULER_KEY, None)
+    if found is None:
+        found = config.stash[SCHEDULER_KEY] = Scheduler(state, config)
+    return found

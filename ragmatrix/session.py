@@ -1,0 +1,194 @@
+"""The state of one benchmark run: where things are, which models and cases, what is stored.
+
+Everything is loaded lazily, so `pytest tests` never reads the benchmark, and a fully
+cached `pytest benchmark` reads YAML and JSONL but never builds a model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragmatrix.case import Case, CaseInputError
+from ragmatrix.cases import DEFAULT_MAX_VARIANTS, Suite, load_suite
+from ragmatrix.evaluator import EvaluatorChoice, choose_evaluator
+from ragmatrix.families import Family
+from ragmatrix.keys import result_key
+from ragmatrix.models.models_file import ModelSet, load_models, select_models
+from ragmatrix.models.registry import Registry
+from ragmatrix.models.spec import ModelSpec
+from ragmatrix.store import ResultStore
+
+STATE_KEY = pytest.StashKey["BenchmarkState"]()
+MODEL_FIXTURES = ("llm", "embedder", "judge", "retriever")
+
+
+@dataclass
+class BenchmarkState:
+    root: Path
+    benchmark_dir: Path
+    results_dir: Path
+    run_all: bool = False
+    iterations: int = 1
+    wanted_models: list[str] | None = None
+    use_cache: bool = True
+    compare_variants: bool = False
+    # At most about this many model requests are sent ahead at once (see ragmatrix.scheduling).
+    send_ahead: int = 256
+    max_variants: int = DEFAULT_MAX_VARIANTS  # the most items one case may expand to
+    # Set on xdist workers from what the controller decided, so every process sees one matrix.
+    given_models: dict[str, Any] | None = None
+    evaluator_option: str | None = None  # --evaluator ID
+    registry: Registry = field(default_factory=Registry)
+    saw_benchmark_items: bool = False
+    collected_data_files: set[str] = field(default_factory=set)
+    _models: ModelSet | None = None
+    _suite: Suite | None = None
+    _completed: set[tuple[str, str]] | None = None
+    _evaluator: EvaluatorChoice | None = None
+    _corpora: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    # Each item's plan, made once at collection: (module, test, model id, case id) -> plan.
+    plans: dict[tuple[str, str, str, str], ItemPlan] = field(default_factory=dict)
+
+    @property
+    def store(self) -> ResultStore:
+        return ResultStore(self.results_dir)
+
+    @property
+    def data_dir(self) -> Path:
+        return self.benchmark_dir / "data"
+
+    def known_families(self) -> list[str]:
+        """The families this benchmark checks: those with a `test_<family>.py` module."""
+        return sorted(p.stem[len("test_") :] for p in self.benchmark_dir.glob("test_*.py"))
+
+    def family_of(self, module_path: Path) -> str | None:
+        """The family a benchmark test module checks, from its name `test_<family>.py`."""
+        path = Path(module_path)
+        if path.parent.resolve() != self.benchmark_dir.resolve() or not path.stem.startswith("test_"):
+            return None
+        return path.stem[len("test_") :]
+
+    def selects_benchmark(self, args: list[str]) -> bool:
+        """Does this invocation collect anything under the benchmark folder?"""
+        bench = self.benchmark_dir.resolve()
+        for arg in args:
+            path = (self.root / arg.split("::")[0]).resolve() if not Path(arg).is_absolute() else Path(arg)
+            path = path.resolve()
+            if path == bench or bench in path.parents or path in bench.parents:
+                return True
+        return False
+
+    @property
+    def models(self) -> ModelSet:
+        if self._models is None:
+            if self.given_models is not None:
+                specs = {s.id: s for s in load_models(self.benchmark_dir / "models.yaml")}
+                self._models = ModelSet(
+                    available=[specs[i] for i in self.given_models["available"]],
+                    left_out=dict(self.given_models["left_out"]),
+                )
+            else:
+                specs_list = load_models(self.benchmark_dir / "models.yaml")
+                self._models = select_models(specs_list, self.wanted_models)
+        return self._models
+
+    @property
+    def evaluator(self) -> EvaluatorChoice:
+        """The evaluator LLM of this run; on xdist workers, the controller's choice."""
+        if self._evaluator is None:
+            given = (self.given_models or {}).get("evaluator")
+            if given is not None:
+                specs = {s.id: s for s in load_models(self.benchmark_dir / "models.yaml")}
+                chosen = choose_evaluator(self.benchmark_dir / "models.yaml", given["id"], probe=False)
+                spec = specs.get(given["id"]) if given["id"] else None
+                self._evaluator = EvaluatorChoice(spec, chosen.instruction, given["reason"])
+            else:
+                self._evaluator = choose_evaluator(self.benchmark_dir / "models.yaml", self.evaluator_option)
+        return self._evaluator
+
+    def reads_prompts(self) -> dict[str, bool]:
+        """Whether each model of models.yaml, in the matrix or not, reads prompt wording."""
+        return {spec.id: spec.reads_prompts for spec in load_models(self.benchmark_dir / "models.yaml")}
+
+    @property
+    def suite(self) -> Suite:
+        if self._suite is None:
+            self._suite = load_suite(
+                self.data_dir, self.known_families(), root=self.root, max_variants=self.max_variants
+            )
+        return self._suite
+
+    def is_cached(self, plan: ItemPlan) -> bool:
+        """Does the store hold this model id's result under this item's key?"""
+        if self._completed is None:
+            self._completed = set() if self.run_all else self.store.completed()
+        return (plan.model.id, plan.key) in self._completed
+
+    def plan(
+        self, module: str, test: str, family: Family, spec: ModelSpec, case: Case, uses_evaluator: bool = False
+    ) -> ItemPlan:
+        """The item's plan with its result key, computed once per item and session.
+
+        A test that takes the `evaluator` fixture keys each case its family sends to the
+        evaluator by the evaluator's fingerprint and prompt; without an evaluator, the plan
+        says why the item is skipped."""
+        ident = (module, test, spec.id, case.id)
+        plan = self.plans.get(ident)
+        if plan is None:
+            evaluator: dict[str, Any] | None = None
+            skip: str | None = None
+            prompt = (
+                family.evaluator_prompt(case, self.evaluator.instruction)
+                if uses_evaluator and family.evaluator_prompt is not None
+                else None
+            )
+            if prompt is not None:
+                skip = self.evaluator.skip_reason()
+                evaluator = None if skip else self.evaluator.key_content(prompt)
+            key = result_key(
+                evaluator=evaluator,
+                corpus=self.corpus_of(family, case),
+                family=family.name,
+                test=test,
+                case=case.content(),
+                scoring_version=family.scoring_version,
+                model=spec.output_fingerprint(),
+                iterations=self.iterations,
+            )
+            plan = self.plans[ident] = ItemPlan(family, test, spec, case, key, skip)
+        return plan
+
+    def corpus_of(self, family: Family, case: Case) -> str | None:
+        """The fingerprint of the corpus or dataset a case reads, once per case and session:
+        every model's item reads the same corpus, and collection and the run must agree on it.
+        Unreadable input keys as such; the test then records the error."""
+        memo_key = (family.name, case.id)
+        if memo_key not in self._corpora:
+            fingerprint: str | None = None
+            if family.corpus_fingerprint is not None:
+                try:
+                    fingerprint = str(family.corpus_fingerprint(case))
+                except CaseInputError as error:
+                    fingerprint = f"unavailable: {error}"
+            self._corpora[memo_key] = fingerprint
+        return self._corpora[memo_key]
+
+
+@dataclass(frozen=True)
+class ItemPlan:
+    """What identifies a benchmark item and its result."""
+
+    family: Family
+    test: str
+    model: ModelSpec
+    case: Case
+    key: str
+    skip_reason: str | None = None  # set when the item cannot run (it needs an evaluator)
+
+
+def get_state(config: pytest.Config) -> BenchmarkState:
+    return config.stash[STATE_KEY]

@@ -1,0 +1,622 @@
+"""A small, real OpenAI-compatible HTTP server for tests and perf scripts.
+
+The suite talks to models through litellm, which talks HTTP. Rather than mocking either,
+tests start this server on an ephemeral localhost port and point `api_base` at it. The
+server answers chat completions and embeddings in OpenAI's wire format and can be scripted
+to misbehave (HTTP errors, hangs, non-JSON bodies, empty choices, null content), so the
+error handling of the real client stack is exercised end to end.
+
+    with OpenAIServer(answer="yes") as srv:
+        srv.inject(Reply.error(429, retry_after=1))
+        srv.on("capital of France", "Paris")
+        # The first call gets the 429; a second call about France gets "Paris".
+        ... litellm.completion(model="openai/m", api_base=srv.base_url, api_key="x", ...)
+        assert srv.count() == 2  # chat requests seen, retries included
+
+Run it standalone for subprocess tests and perf scripts:
+
+    python -m ragmatrix.testing.openai_server --port 0 --latency 0.1 --answer yes
+
+Standard library only, so it works before any optional dependency is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType, TracebackType
+from typing import Any, Literal, cast
+
+__all__ = ["Answer", "OpenAIServer", "Reply", "embed_text"]
+
+# A constant answer, or a function of the chat messages.
+Answer = str | Callable[[list[dict[str, Any]]], str]
+
+ReplyKind = Literal["text", "error", "hang", "garbage", "empty_choices", "null_content", "echo_key"]
+
+# Error `type`/`code` pairs in the shape OpenAI uses, so client-side mapping sees familiar values.
+_ERROR_KINDS: dict[int, tuple[str, str]] = {
+    400: ("invalid_request_error", "bad_request"),
+    401: ("authentication_error", "invalid_api_key"),
+    403: ("permission_error", "permission_denied"),
+    404: ("not_found_error", "model_not_found"),
+    408: ("timeout_error", "request_timeout"),
+    413: ("invalid_request_error", "request_too_large"),
+    422: ("invalid_request_error", "unprocessable_entity"),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+    500: ("server_error", "internal_error"),
+    502: ("server_error", "bad_gateway"),
+    503: ("server_error", "service_unavailable"),
+    504: ("server_error", "gateway_timeout"),
+}
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted response. Build it with the class methods, not the constructor."""
+
+    kind: ReplyKind
+    content: str | None = None
+    status: int = 200
+    retry_after: float | None = None
+    message: str = ""
+    delay: float = 0.0
+    body: str = ""
+
+    @classmethod
+    def text(cls, content: str) -> Reply:
+        """A normal answer with `content` (on the embeddings endpoint: normal vectors)."""
+        return cls(kind="text", content=content)
+
+    @classmethod
+    def error(cls, status: int, retry_after: float | None = None, message: str = "scripted error") -> Reply:
+        """An OpenAI-style error body with HTTP `status`, plus `Retry-After` when given."""
+        return cls(kind="error", status=status, retry_after=retry_after, message=message)
+
+    @classmethod
+    def echo_key(cls, status: int = 401) -> Reply:
+        """An error whose message repeats the request's API key, as some servers do: the
+        client must keep it out of everything it stores or shows."""
+        return cls(kind="echo_key", status=status)
+
+    @classmethod
+    def hang(cls, seconds: float) -> Reply:
+        """Sleep `seconds`, then answer as if nothing had been scripted (rules, then default)."""
+        return cls(kind="hang", delay=seconds)
+
+    @classmethod
+    def garbage(cls, body: str = "<html>not json</html>") -> Reply:
+        """HTTP 200 whose body is not JSON (a proxy error page, say)."""
+        return cls(kind="garbage", body=body)
+
+    @classmethod
+    def empty_choices(cls) -> Reply:
+        """HTTP 200, valid JSON, but `"choices": []` (embeddings: `"data": []`)."""
+        return cls(kind="empty_choices")
+
+    @classmethod
+    def null_content(cls) -> Reply:
+        """HTTP 200 with one choice whose message content is null."""
+        return cls(kind="null_content")
+
+
+def _as_reply(reply: Reply | str) -> Reply:
+    # Plain strings are accepted as shorthand for Reply.text, which keeps scripts short.
+    return reply if isinstance(reply, Reply) else Reply.text(reply)
+
+
+def _format_seconds(value: float) -> str:
+    # "2" rather than "2.0" for whole seconds: HTTP's delay-seconds is an integer, and clients
+    # that parse only integers still understand it; fractions are kept for those that do more.
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    """The text of one chat message; content may be a string or a list of typed parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict)]
+        return " ".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+def _chat_messages(body: Any) -> list[dict[str, Any]]:
+    raw = body.get("messages") if isinstance(body, dict) else None
+    return [m for m in raw if isinstance(m, dict)] if isinstance(raw, list) else []
+
+
+def _word_count(text: str) -> int:
+    # Rough token counts are enough: callers only check that usage is present and plausible.
+    return len(text.split())
+
+
+def embed_text(text: str, dim: int = 16) -> list[float]:
+    """A deterministic unit vector for `text`: a signed, hashed bag of lower-cased words.
+
+    blake2b rather than hash(), because hash() of str is salted per process and vectors must
+    be identical across runs and across the CLI subprocess and the test process.
+    """
+    vector = [0.0] * dim
+    for word in text.lower().split():
+        digest = hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest()
+        index = int.from_bytes(digest[:4], "little") % dim
+        vector[index] += 1.0 if digest[4] & 1 else -1.0
+    norm = math.sqrt(sum(x * x for x in vector))
+    if norm == 0.0:
+        # Empty text (or words whose signs cancelled): still return a unit vector, because
+        # cosine similarity on a zero vector is undefined and would crash callers.
+        vector[0] = 1.0
+        return vector
+    return [x / norm for x in vector]
+
+
+class _Stopped(Exception):
+    """Raised in a handler woken from a sleep by stop(): it must not answer any more."""
+
+
+class _Rule:
+    """Replies for chat requests containing `needle`; the last reply repeats forever."""
+
+    def __init__(self, needle: str, replies: Sequence[Reply]) -> None:
+        self.needle = needle
+        self.replies = list(replies)
+        self.used = 0
+
+    def next_reply(self) -> Reply:
+        reply = self.replies[min(self.used, len(self.replies) - 1)]
+        self.used += 1
+        return reply
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    # Daemon handler threads: a handler sleeping in a hang must never keep stop() or the
+    # interpreter waiting. block_on_close=False makes server_close() not join them either.
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], owner: OpenAIServer) -> None:
+        self.owner = owner
+        super().__init__(address, _Handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    # HTTP/1.1 keep-alive, like real OpenAI endpoints; every response sets Content-Length.
+    protocol_version = "HTTP/1.1"
+    server_version = "ragmatrix-openai-test/1.0"
+
+    @property
+    def owner(self) -> OpenAIServer:
+        return cast(_HTTPServer, self.server).owner
+
+    def setup(self) -> None:
+        super().setup()
+        self.owner._track_connection(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.owner._track_connection(self.connection, add=False)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # Silence per-request stderr noise; srv.requests is the record tests look at.
+        return
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def _dispatch(self, method: str) -> None:
+        try:
+            self.owner._handle(self, method)
+        except (OSError, _Stopped):
+            # The client gave up (timeout after a hang), or the server is stopping: end
+            # this connection without an answer, as a dying server would.
+            self.close_connection = True
+
+    def send_payload(
+        self,
+        status: int,
+        body: bytes,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+
+
+class OpenAIServer:
+    """A scripted OpenAI-compatible server on 127.0.0.1, serving from a daemon thread.
+
+    Per request, the response is decided by, in order: the fault queue (`inject`, consumed
+    one reply per request on any endpoint), then rules (`on`, chat only), then `answer`.
+    """
+
+    def __init__(
+        self,
+        answer: Answer = "yes",
+        *,
+        latency: float = 0.0,
+        embedding_dim: int = 16,
+        models: Iterable[str] = ("test-model", "test-embed"),
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.answer: Answer = answer
+        self.latency: float = latency
+        self.embedding_dim: int = embedding_dim
+        self.host = host
+        self._requested_port = port
+        self._models: list[str] = list(dict.fromkeys(models))
+        self._lock = threading.Lock()
+        self._records: list[dict[str, Any]] = []
+        self._queue: deque[Reply] = deque()
+        self._rules: list[_Rule] = []
+        self._in_flight = 0
+        self._max_concurrency = 0
+        self._connections: set[socket.socket] = set()
+        # Set by stop(): wakes handlers sleeping in latency or a hang so they end promptly.
+        self._stopping = threading.Event()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> OpenAIServer:
+        if self._httpd is not None:
+            raise RuntimeError("OpenAIServer already started")
+        if self._stopping.is_set():
+            raise RuntimeError("OpenAIServer cannot be restarted; create a new one")
+        self._httpd = _HTTPServer((self.host, self._requested_port), self)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"openai-test-server:{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving; never waits for handlers (even ones in a hang). Idempotent."""
+        httpd = self._httpd
+        if httpd is None or self._stopping.is_set():
+            self._stopping.set()
+            return
+        self._stopping.set()
+        httpd.shutdown()  # returns once serve_forever's loop has exited
+        with self._lock:
+            open_connections = list(self._connections)
+        for conn in open_connections:
+            # Kept-alive client connections would otherwise still be served after stop().
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> OpenAIServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("OpenAIServer not started")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """The URL to pass as `api_base`, e.g. http://127.0.0.1:54321/v1."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    # -- scripting -------------------------------------------------------------------------
+
+    def inject(self, *replies: Reply | str) -> None:
+        """Queue replies served one per request (any endpoint, FIFO) before anything else."""
+        with self._lock:
+            self._queue.extend(_as_reply(r) for r in replies)
+
+    def on(self, substring: str, *replies: Reply | str) -> None:
+        """For chat requests mentioning `substring`, serve `replies` in order, then the last
+        one again and again. Earlier rules win when several match."""
+        if not replies:
+            raise ValueError("on() needs at least one reply")
+        with self._lock:
+            self._rules.append(_Rule(substring, [_as_reply(r) for r in replies]))
+
+    def reset(self) -> None:
+        """Forget recorded requests, queued faults, rules and the concurrency high-water mark."""
+        with self._lock:
+            self._records.clear()
+            self._queue.clear()
+            self._rules.clear()
+            self._max_concurrency = self._in_flight
+
+    # -- bookkeeping -----------------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Snapshot of the records {"path", "body", "headers", "time"}, oldest first."""
+        with self._lock:
+            return list(self._records)
+
+    def count(self, path_suffix: str = "chat/completions") -> int:
+        """How many recorded requests have a path ending in `path_suffix`."""
+        with self._lock:
+            return sum(1 for r in self._records if r["path"].endswith(path_suffix))
+
+    @property
+    def max_concurrency(self) -> int:
+        """The most requests that were being handled at the same moment."""
+        with self._lock:
+            return self._max_concurrency
+
+    @property
+    def models(self) -> list[str]:
+        with self._lock:
+            return list(self._models)
+
+    # -- request handling (runs in handler threads) ----------------------------------------
+
+    def _sleep(self, seconds: float) -> None:
+        # An Event wait rather than time.sleep, so stop() cuts latency and hangs short.
+        if self._stopping.wait(seconds):
+            raise _Stopped
+
+    def _track_connection(self, conn: socket.socket, *, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._connections.add(conn)
+            else:
+                self._connections.discard(conn)
+
+    def _handle(self, h: _Handler, method: str) -> None:
+        path = h.path.split("?", 1)[0]
+        raw = h.rfile.read(int(h.headers.get("Content-Length") or 0))
+        body: Any = None
+        if raw:
+            try:
+                body = json.loads(raw)
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                body = None
+
+        route = path.rstrip("/")
+        if route.startswith("/v1/") or route == "/v1":
+            route = route[3:]
+        endpoint = {
+            ("POST", "/chat/completions"): "chat",
+            ("POST", "/embeddings"): "embeddings",
+            ("GET", "/models"): "models",
+        }.get((method, route))
+
+        with self._lock:
+            self._records.append(
+                {
+                    "path": path,
+                    "body": body,
+                    "headers": {k.lower(): v for k, v in h.headers.items()},
+                    "time": time.time(),
+                }
+            )
+            self._in_flight += 1
+            self._max_concurrency = max(self._max_concurrency, self._in_flight)
+            # Take the fault at arrival, so FIFO order follows request order, not finish order.
+            fault = self._queue.popleft() if endpoint and self._queue else None
+            if isinstance(body, dict) and isinstance(body.get("model"), str):
+                if body["model"] not in self._models:
+                    self._models.append(body["model"])
+        try:
+            if self.latency > 0:
+                self._sleep(self.latency)
+            self._respond(h, endpoint, body, fault)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def _respond(self, h: _Handler, endpoint: str | None, body: Any, fault: Reply | None) -> None:
+        if endpoint is None:
+            self._send_error(h, 404, f"no route for {h.command} {h.path}")
+            return
+        messages = _chat_messages(body) if endpoint == "chat" else []
+        reply = fault if fault is not None else self._match_rule(messages)
+        if reply is not None and reply.kind == "hang":
+            self._sleep(reply.delay)
+            # Then answer normally: a queued hang gives way to the rules, a rule's hang to the
+            # default answer (re-matching would just hang again on a repeating rule).
+            reply = self._match_rule(messages) if fault is not None else None
+            if reply is not None and reply.kind == "hang":
+                self._sleep(reply.delay)
+                reply = None
+        if reply is not None and reply.kind == "error":
+            self._send_error(h, reply.status, reply.message, reply.retry_after)
+            return
+        if reply is not None and reply.kind == "echo_key":
+            key = h.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+            self._send_error(h, reply.status, f"Incorrect API key provided: {key}.")
+            return
+        if reply is not None and reply.kind == "garbage":
+            h.send_payload(200, reply.body.encode("utf-8"), content_type="text/html")
+            return
+        if endpoint == "models":
+            data = [{"id": m, "object": "model", "created": 0, "owned_by": "ragmatrix"} for m in self.models]
+            self._send_json(h, {"object": "list", "data": data})
+            return
+        if not isinstance(body, dict):
+            self._send_error(h, 400, "request body must be a JSON object")
+            return
+        if endpoint == "embeddings":
+            empty = reply is not None and reply.kind == "empty_choices"
+            self._send_embeddings(h, body, empty=empty)
+            return
+        self._send_chat(h, body, messages, reply)
+
+    def _send_chat(
+        self,
+        h: _Handler,
+        body: dict[str, Any],
+        messages: list[dict[str, Any]],
+        reply: Reply | None,
+    ) -> None:
+        content: str | None
+        if reply is None:
+            answer = self.answer
+            content = answer if isinstance(answer, str) else answer(messages)
+        elif reply.kind == "text":
+            content = reply.content
+        else:  # empty_choices / null_content
+            content = None
+
+        if reply is not None and reply.kind == "empty_choices":
+            choices: list[dict[str, Any]] = []
+        else:
+            choices = [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ]
+        prompt_tokens = sum(_word_count(_message_text(m)) for m in messages)
+        completion_tokens = _word_count(content or "")
+        self._send_json(
+            h,
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model") or "test-model",
+                "choices": choices,
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            },
+        )
+
+    def _send_embeddings(self, h: _Handler, body: dict[str, Any], *, empty: bool) -> None:
+        raw = body.get("input")
+        if isinstance(raw, str):
+            texts = [raw]
+        elif isinstance(raw, list) and all(isinstance(t, str) for t in raw):
+            texts = list(raw)
+        else:
+            # Token-id inputs are valid OpenAI requests, but nothing here needs them.
+            self._send_error(h, 400, "input must be a string or a list of strings")
+            return
+        dim = body.get("dimensions")
+        dim = dim if isinstance(dim, int) and dim > 0 else self.embedding_dim
+        data = (
+            []
+            if empty
+            else [{"object": "embedding", "index": i, "embedding": embed_text(t, dim)} for i, t in enumerate(texts)]
+        )
+        tokens = sum(_word_count(t) for t in texts)
+        self._send_json(
+            h,
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model") or "test-model",
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
+
+    def _match_rule(self, messages: list[dict[str, Any]]) -> Reply | None:
+        if not messages:
+            return None
+        texts = [_message_text(m) for m in messages]
+        with self._lock:
+            for rule in self._rules:
+                if any(rule.needle in t for t in texts):
+                    return rule.next_reply()
+        return None
+
+    @staticmethod
+    def _send_json(h: _Handler, payload: dict[str, Any]) -> None:
+        h.send_payload(200, json.dumps(payload).encode("utf-8"))
+
+    @staticmethod
+    def _send_error(h: _Handler, status: int, message: str, retry_after: float | None = None) -> None:
+        kind, code = _ERROR_KINDS.get(
+            status, ("server_error" if status >= 500 else "invalid_request_error", str(status))
+        )
+        payload = {"error": {"message": message, "type": kind, "code": code, "param": None}}
+        headers = {} if retry_after is None else {"Retry-After": _format_seconds(retry_after)}
+        h.send_payload(status, json.dumps(payload).encode("utf-8"), headers=headers)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ragmatrix.testing.openai_server",
+        description="Serve a scripted OpenAI-compatible API until killed.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each reply")
+    parser.add_argument("--answer", default="yes", help="constant chat answer")
+    parser.add_argument("--embedding-dim", type=int, default=16)
+    parser.add_argument("--model", action="append", dest="models", help="served model name (repeatable)")
+    args = parser.parse_args(argv)
+
+    server = OpenAIServer(
+        args.answer,
+        latency=args.latency,
+        embedding_dim=args.embedding_dim,
+        models=args.models or ("test-model", "test-embed"),
+        host=args.host,
+        port=args.port,
+    )
+
+    def _terminate(signum: int, frame: FrameType | None) -> None:
+        # Turn SIGTERM into a normal exit so the finally block below closes the socket.
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, _terminate)
+    server.start()
+    try:
+        # The parent process reads this one line to learn the (ephemeral) port.
+        print(server.base_url, flush=True)
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
