@@ -381,8 +381,8 @@ def rank(lines: list[Line], comparisons: list[Comparison], higher_is_better: boo
 
 
 def _separated(above: Line, line: Line, comparisons: list[Comparison]) -> bool:
-    """May `line` not share the rank of `above`: partial coverage never ranks level with full
-    coverage, nor a model with one significantly better."""
+    """Whether `line` must not share the rank of `above`: partial coverage never ranks level
+    with full coverage, nor a model with one that is significantly better."""
     test = find(comparisons, above.model, line.model)
     return above.partial != line.partial or (test is not None and test.significant)
 
