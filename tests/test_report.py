@@ -254,37 +254,39 @@ def test_ranks_never_go_back_down_the_list():
     ]
 
 
-def significantly_different(comparisons: list[Comparison], x: Line, y: Line) -> bool:
+def separated(comparisons: list[Comparison], x: Line, y: Line) -> bool:
+    """Significantly different, or one with full coverage and the other partial."""
     found = find(comparisons, x.model, y.model)
-    return found is not None and found.significant
+    return x.partial != y.partial or (found is not None and found.significant)
 
 
 def test_every_rank_rests_on_the_tests_whatever_they_say():
     generator = random.Random(7)
     for _ in range(300):
         models = [f"m{i}" for i in range(6)]
-        lines = [
-            Line(m, "fam", generator.random(), None, None, "none", 20, 20, 20, 0, 0, attempted=20, expected_cases=20)
-            for m in models
-        ]
+        lines = []
+        for model in models:
+            attempted = generator.choice([20, 20, 20, 12])  # now and then a partial model
+            lines.append(Line(model, "fam", generator.random(), None, None, "none", 20, 20, attempted, 0, 0))
+            lines[-1].attempted, lines[-1].expected_cases = attempted, 20
         tested = PairedTest(PERMUTATION, 20, 0.1, 0.01)
         comparisons = [
             Comparison("fam", a, b, "cases", 20, tested, p_holm=generator.choice([0.001, 0.5]))
             for a, b in itertools.combinations(models, 2)
         ]
         assert assign_ranks(lines, comparisons) == ""
-        significant = partial(significantly_different, comparisons)
-        means = [line.mean or 0.0 for line in lines]
+        apart = partial(separated, comparisons)
+        order = [(line.partial, -(line.mean or 0.0)) for line in lines]
         ranks = [line.rank or 0 for line in lines]
-        assert means == sorted(means, reverse=True) and ranks == sorted(ranks)  # by mean; never back down
+        assert order == sorted(order) and ranks == sorted(ranks)  # full coverage first, by mean; never back down
         for place, line in enumerate(lines, start=1):
             above = lines[: place - 1]
             sharing = [other for other in above if other.rank == line.rank]
-            assert not any(significant(other, line) for other in sharing)  # a shared rank is never a lie
+            assert not any(apart(other, line) for other in sharing)  # a shared rank is never a lie
             assert line.same_as_above == bool(sharing)
             if not sharing and above:  # a new rank: its place, resting on a significant difference
                 assert line.rank == place
-                assert any(significant(other, line) for other in above if other.rank == above[-1].rank)
+                assert any(apart(other, line) for other in above if other.rank == above[-1].rank)
 
 
 def test_a_table_too_small_to_separate_any_pair_has_no_ranks_and_says_so():
@@ -353,7 +355,6 @@ def test_a_stats_code_change_recomputes_the_remembered_numbers(tmp_path, monkeyp
     memo = json.loads((cache / "stats.json").read_text())
     assert memo["version"] == code_version()
     # numbers the memo serves (here made up, as older code could have left them) ...
-    memo["entries"] = {key: value for key, value in memo["entries"].items()}
     for key, value in memo["entries"].items():
         if isinstance(value, list) and len(value) == 4 and value[3] == "bootstrap":
             memo["entries"][key] = [value[0], 0.111, 0.999, "bootstrap"]
