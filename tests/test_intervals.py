@@ -6,6 +6,7 @@ import pytest
 
 from ragmatrix.report.aggregate import aggregate
 from ragmatrix.rows import Row
+from ragmatrix.stats.intervals import interval
 from ragmatrix.stats.metrics import bootstrap_interval, cluster_bootstrap_interval
 
 DATA = [0.2, 0.9, 0.4, 0.7, 0.1, 0.8, 0.6, 0.3]
@@ -52,3 +53,10 @@ def test_the_leaderboard_resamples_cases_when_a_case_has_several_items(tmp_path,
     (line,) = aggregate({"fam": rows}).families[0].lines
     assert (line.n, line.items) == (24, 24)
     assert (line.low, line.high) == pytest.approx(bootstrap_interval(DATA))
+
+
+def test_an_interval_always_holds_its_mean():
+    # eight equal values: the resampled means round a hair off the plain mean, which must stay inside
+    result = interval([[0.95]] * 8, binary=False)
+    assert result.low is not None and result.high is not None
+    assert result.low <= result.mean <= result.high

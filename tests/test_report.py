@@ -11,17 +11,31 @@ import random
 import re
 import shutil
 import subprocess
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from project import models_yaml, write
 
+import ragmatrix.stats
 from ragmatrix import checksum
 from ragmatrix.cli import main
 from ragmatrix.report import write_report
-from ragmatrix.report.aggregate import aggregate, select
+from ragmatrix.report.aggregate import Comparison, Line, aggregate, find, select
+from ragmatrix.report.aggregate import rank as assign_ranks
 from ragmatrix.rows import Row
-from ragmatrix.stats.significance import MCNEMAR, PERMUTATION, holm, mcnemar_exact, paired_permutation, paired_test
+from ragmatrix.stats import code_version
+from ragmatrix.stats.significance import (
+    MCNEMAR,
+    PERMUTATION,
+    PairedTest,
+    holm,
+    mcnemar_exact,
+    paired_permutation,
+    paired_test,
+)
+from ragmatrix.testing.openai_server import Reply
 
 
 @pytest.fixture(autouse=True)
@@ -195,21 +209,173 @@ def test_ranks_never_separate_what_the_data_cannot_and_the_overview_sorts_by_mea
     assert one.ranks == {"a": 1, "b": 1, "c": 3}  # a and b tie; both are significantly better than c
     assert [line.same_as_above for line in one.lines] == [False, True, False]
     assert two.ranks == {"c": 1, "a": 2}  # d has no score, so no rank
-    # three items each: no test can separate them (the smallest p is 2/8), so they share rank 1
-    assert three.ranks == {"a": 1, "c": 1}
+    # three items each: no test can separate them (the smallest p is 2/8), so nobody is ranked
+    assert three.ranks == {} and three.unranked.startswith("not ranked: too few cases")
     overview = [(o.model, o.mean_rank) for o in tables.overview]
-    assert overview == [("b", 1.0), ("a", pytest.approx(4 / 3)), ("c", pytest.approx(5 / 3)), ("d", None)]
+    assert overview == [("b", 1.0), ("a", 1.5), ("c", 2.0), ("d", None)]
 
 
 def test_a_model_with_partial_coverage_is_marked_and_never_ranked_above_full_coverage():
     rows = [row("fam", "full", f"c{i}", [0.5]) for i in range(10)]
+    rows += [row("fam", "other", f"c{i}", [0.4 + 0.2 * (i % 2)]) for i in range(10)]
     rows += [row("fam", "part", "c0", [0.9])]  # n = 1, a better score
     (table,) = aggregate({"fam": typed(rows)}).families
-    assert [line.model for line in table.lines] == ["full", "part"]
-    part = table.lines[1]
-    assert part.partial and part.coverage == "partial (1 of 10 cases)" and part.rank == 2
+    assert [line.model for line in table.lines] == ["full", "other", "part"]
+    part = table.lines[2]
+    assert part.partial and part.coverage == "partial (1 of 10 cases)" and part.rank == 3
+    assert part.label == "part partial (1 of 10 cases)"
     assert (part.low, part.high) == (None, None)  # one continuous value has no interval
-    assert table.comparisons[0].note == "too few shared cases" and table.comparisons[0].test is None
+    test = find(table.comparisons, "full", "part")
+    assert test is not None and test.note == "too few shared cases" and test.test is None
+
+
+# --- ranks that never mislead ----------------------------------------------------------------------
+
+
+def only_the_top_pair_differs() -> list[dict[str, Any]]:
+    """A > B > C by mean over 12 cases, and only A vs B is significant: B trails A by 0.05 on
+    every case, while C swings between 0 and 1 around a mean just below B's."""
+    rows = []
+    for i in range(12):
+        a = 0.55 + 0.01 * (i % 3)
+        rows += [row("ranking", "A", f"c{i}", [a]), row("ranking", "B", f"c{i}", [round(a - 0.05, 2)])]
+        rows.append(row("ranking", "C", f"c{i}", [float(i % 2)]))
+    return rows
+
+
+def test_ranks_never_go_back_down_the_list():
+    (table,) = aggregate(rows_by_family(only_the_top_pair_differs())).families
+    assert {(c.a, c.b) for c in table.comparisons if c.significant} == {("A", "B")}
+    # C cannot be told from B, so it shares B's rank; it never outranks B, whose mean is higher
+    assert [(line.model, line.rank, line.same_as_above) for line in table.lines] == [
+        ("A", 1, False),
+        ("B", 2, False),
+        ("C", 2, True),
+    ]
+
+
+def separated(comparisons: list[Comparison], x: Line, y: Line) -> bool:
+    """Significantly different, or one with full coverage and the other partial."""
+    found = find(comparisons, x.model, y.model)
+    return x.partial != y.partial or (found is not None and found.significant)
+
+
+def test_every_rank_rests_on_the_tests_whatever_they_say():
+    generator = random.Random(7)
+    for _ in range(300):
+        models = [f"m{i}" for i in range(6)]
+        lines = []
+        for model in models:
+            attempted = generator.choice([20, 20, 20, 12])  # now and then a partial model
+            lines.append(Line(model, "fam", generator.random(), None, None, "none", 20, 20, attempted, 0, 0))
+            lines[-1].attempted, lines[-1].expected_cases = attempted, 20
+        tested = PairedTest(PERMUTATION, 20, 0.1, 0.01)
+        comparisons = [
+            Comparison("fam", a, b, "cases", 20, tested, p_holm=generator.choice([0.001, 0.5]))
+            for a, b in itertools.combinations(models, 2)
+        ]
+        assert assign_ranks(lines, comparisons) == ""
+        apart = partial(separated, comparisons)
+        order = [(line.partial, -(line.mean or 0.0)) for line in lines]
+        ranks = [line.rank or 0 for line in lines]
+        assert order == sorted(order) and ranks == sorted(ranks)  # full coverage first, by mean; never back down
+        for place, line in enumerate(lines, start=1):
+            above = lines[: place - 1]
+            sharing = [other for other in above if other.rank == line.rank]
+            assert not any(apart(other, line) for other in sharing)  # a shared rank is never a lie
+            assert line.same_as_above == bool(sharing)
+            if not sharing and above:  # a new rank: its place, resting on a significant difference
+                assert line.rank == place
+                assert any(apart(other, line) for other in above if other.rank == above[-1].rank)
+
+
+def test_a_table_too_small_to_separate_any_pair_has_no_ranks_and_says_so():
+    # a two-case run: four prompt wordings per case; one model never gives a valid answer
+    rows = []
+    for case in ("c0", "c1"):
+        for wording in ("w1", "w2", "w3", "w4"):
+            rows.append(row("fam", "good", f"{case}:{wording}", [1.0]))
+            rows.append(row("fam", "bad", f"{case}:{wording}", [0.0], details={"valid": False}))
+    (table,) = aggregate(rows_by_family(rows)).families
+    assert [(line.model, line.rank, line.invalid) for line in table.lines] == [("good", None, 0), ("bad", None, 8)]
+    assert table.unranked == (
+        "not ranked: too few cases to tell any two models apart (two models share at most 2; "
+        "a difference needs at least 6 to be significant)"
+    )
+    # where the line lies: one pair needs 6 cases (2 / 2^6 < 0.05); three pairs, Holm-adjusted, need 7
+    for cases, models, ranks in ((5, 2, [None] * 2), (6, 2, [1, 2]), (6, 3, [None] * 3), (7, 3, [1, 2, 2])):
+        scores = {"good": 1.0, "bad": 0.0, "worse": 0.0}
+        rows = [row("fam", m, f"c{i}", [scores[m]]) for m in list(scores)[:models] for i in range(cases)]
+        (table,) = aggregate(rows_by_family(rows)).families
+        assert [line.rank for line in table.lines] == ranks, (cases, models)
+        assert bool(table.unranked) == (ranks[0] is None)
+    # one model alone is ranked: there is nobody to tell it from
+    (table,) = aggregate(rows_by_family([row("fam", "alone", "c0", [0.5])])).families
+    assert table.lines[0].rank == 1 and table.unranked == ""
+
+
+def test_overview_ties_are_broken_by_score_never_by_name():
+    one_case = [row("fam", "ada", "c0", [0.6]), row("fam", "zed", "c0", [0.78])]
+    assert [o.model for o in aggregate(rows_by_family(one_case)).overview] == ["zed", "ada"]
+    # twelve cases, both rank 1: the tie in mean rank goes to the better mean
+    rows = [row("fam", "ada", f"c{i}", [round(0.7 + 0.1 * (-1) ** i, 2)]) for i in range(12)]
+    rows += [row("fam", "zed", f"c{i}", [round(0.72 + 0.1 * (-1) ** (i // 2), 2)]) for i in range(12)]
+    tables = aggregate(rows_by_family(rows))
+    assert tables.families[0].ranks == {"zed": 1, "ada": 1}
+    assert [(o.model, o.mean_rank, o.mean_place) for o in tables.overview] == [("zed", 1.0, 1.0), ("ada", 1.0, 2.0)]
+
+
+def test_a_model_that_ran_fewer_variants_is_marked_partial_and_listed_after():
+    rows = []
+    for i in range(8):
+        for chunking in ("line", "semantic", "bounded"):
+            rows.append(row("code_retrieval", "every", f"q{i}:{chunking}", [0.5 + 0.05 * (i % 3)]))
+        rows.append(row("code_retrieval", "line-only", f"q{i}:line", [0.95]))  # the easiest chunking, alone
+        if i < 4:
+            rows.append(row("code_retrieval", "half", f"q{i}:line", [0.9]))
+    (table,) = aggregate(rows_by_family(rows)).families
+    assert [(line.label, line.rank) for line in table.lines] == [
+        ("every", 1),
+        ("line-only partial (1 of 3 variants)", 2),
+        ("half partial (4 of 8 cases, 1 of 3 variants)", 2),  # 4 shared cases cannot tell it from line-only
+    ]
+    # an LLM's prompt wordings and an embedder's single item are different tests: nobody is short
+    rows = [row("rag", "llm", f"c{i}:{w}", [1.0], test="test_rag") for i in range(8) for w in ("simple", "strict")]
+    rows += [row("rag", "emb", f"c{i}", [0.0], test="test_rag_by_similarity") for i in range(8)]
+    (table,) = aggregate(rows_by_family(rows)).families
+    assert [(line.label, line.rank) for line in table.lines] == [("llm", 1), ("emb", 2)]
+
+
+def test_a_stats_code_change_recomputes_the_remembered_numbers(tmp_path, monkeypatch):
+    results = write_results(tmp_path / "results", only_the_top_pair_differs())
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("RAGMATRIX_CACHE_DIR", str(cache))
+    assert main(["report", "--results-dir", str(results)]) == 0
+    honest = (results / "report" / "leaderboard.md").read_text()
+    memo = json.loads((cache / "stats.json").read_text())
+    assert memo["version"] == code_version()
+    # numbers the memo serves (here made up, as older code could have left them) ...
+    for key, value in memo["entries"].items():
+        if isinstance(value, list) and len(value) == 4 and value[3] == "bootstrap":
+            memo["entries"][key] = [value[0], 0.111, 0.999, "bootstrap"]
+    (cache / "stats.json").write_text(json.dumps(memo))
+    assert main(["report", "--results-dir", str(results)]) == 0
+    assert "[0.111, 0.999]" in (results / "report" / "leaderboard.md").read_text()
+    # ... are never served by other statistics code: they are computed again
+    memo["version"] = "the statistics code before an upgrade"
+    (cache / "stats.json").write_text(json.dumps(memo))
+    assert main(["report", "--results-dir", str(results)]) == 0
+    assert (results / "report" / "leaderboard.md").read_text() == honest
+    assert json.loads((cache / "stats.json").read_text())["version"] == code_version()
+
+
+def test_the_stats_version_follows_the_statistics_source(tmp_path):
+    copy = tmp_path / "stats"
+    shutil.copytree(Path(ragmatrix.stats.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert ragmatrix.stats.version_of(copy) == code_version()
+    significance = copy / "significance.py"
+    significance.write_text(significance.read_text().replace("ALPHA = 0.05", "ALPHA = 0.01"))
+    assert ragmatrix.stats.version_of(copy) != code_version()
 
 
 def typed(rows: list[dict[str, Any]]) -> list[Row]:
@@ -279,18 +445,19 @@ def test_the_report_writes_markdown_html_and_plots(report):
     for png in report.glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size < 200_000
     text = (report / "leaderboard.md").read_text()
-    assert "| 1 | strong | 1.00 | 0.925 (#1) | 1.000 (#1) | 300.000 (#1) | 0.885 (#1) |" in text
-    # one RSS case, four zELO cases: the data cannot separate them there, so weak shares rank 1
-    assert "| 2 | weak | 1.50 | 0.525 (#2) | 0.300 (#2) | 140.000 (#1≈) | 0.485 (#1≈) † |" in text
+    # one RSS case, four zELO cases: too few to tell any two models apart, so nobody is ranked there
+    assert "| 1 | strong | 1.00 | 0.925 (#1) | 1.000 (#1) | 300.000 (unranked) | 0.885 (unranked) |" in text
+    assert "| 2 | weak | 2.00 | 0.525 (#2) | 0.300 (#2) | 140.000 (unranked) | 0.485 (unranked) † |" in text
+    assert text.count("Not ranked: too few cases to tell any two models apart") == 2
     # rag: 7 discordant pairs, all for strong: McNemar p = 2 / 2^7, one test so Holm changes nothing
     assert "| strong | weak | items | 10 | +0.700 | McNemar (exact), discordant 7 vs 0 | 0.016 | 0.016 | yes |" in text
     assert "| 1 | strong | 1.000 | [0.722, 1.000] | 10 | 10 | 10 | 0 | 0 | > weak (p = 0.016) |" in text
     # code retrieval: 6 cases x 2 chunkings pair on the 6 per-case means, not on 12 items
     assert "| strong | weak | cases | 6 | +0.400 | paired permutation | 0.031 | 0.031 | yes |" in text
-    assert "| 1 | strong | 300.0 | [300.0, 300.0] | 2 | 2 | 1 | 0 | 0 | too few shared cases with weak |" in text
+    assert "| - | strong | 300.0 | [300.0, 300.0] | 2 | 2 | 1 | 0 | 0 | too few shared cases with weak |" in text
     assert "zelo_battles: 1 row(s) of weak left out: scoring version 0 is older than 1 (rerun them)" in text
     # an error item: marked, counted, and not a zero
-    assert "| 1≈ | weak † | 0.485 | [0.475, 0.495] | 4 | 5 | 4 | 1 | 0 |  |" in text
+    assert "| - | weak † | 0.485 | [0.475, 0.495] | 4 | 5 | 4 | 1 | 0 |  |" in text
     assert "![rss_probes: mean RSS by sequence length, a line per model and mode](rss_by_length.png)" in text
     assert "| strong | line | 6 | 6 |" in text  # metrics per chunking strategy
     assert "| strong | line | semantic | cases | 6 | +0.000 | paired permutation | 1.000 | 1.000 | no |" in text
@@ -339,9 +506,7 @@ def test_after_a_benchmark_run_the_report_shows_the_terminal_numbers(bench, serv
     server.answer = lambda messages: "yes"
     result = bench.runpytest("benchmark", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=7)
-    result.stdout.fnmatch_lines(
-        ["results: benchmark/results (significance tests, plots and HTML: ragmatrix report)"]
-    )
+    result.stdout.fnmatch_lines(["results: benchmark/results (significance tests, plots and HTML: ragmatrix report)"])
     terminal = [line.split()[:10] for line in result.outlines if line.split()[1:2] in (["scripted"], ["bow"])]
     assert len(terminal) == 2
     results = bench.path / "benchmark" / "results"
@@ -351,6 +516,66 @@ def test_after_a_benchmark_run_the_report_shows_the_terminal_numbers(bench, serv
         assert f"| {rank} | {model} | {mean} | {low} {high} | {n} | {items} | {cases} | {errors} | {invalid} |" in text
     assert (results / "report" / "leaderboard.html").is_file()
     assert (results / "report" / "bars_rag_interpretation.png").is_file()
+
+
+def terminal_table(result: Any, heading: str) -> list[list[str]]:
+    """The rows of one family's leaderboard table as the terminal printed them, cell by cell."""
+    lines = result.outlines
+    start = next(i for i, line in enumerate(lines) if line.startswith(heading))
+    body = lines[start + 1 :]
+    header = next(i for i, line in enumerate(body) if line.startswith("rank"))
+    table = []
+    for line in body[header + 2 :]:
+        if not line.strip() or not re.match(r"\s*(\d+≈?|-)\s{2}", line):
+            break
+        table.append(re.split(r"\s{2,}", line.strip()))
+    return table
+
+
+def test_a_small_run_is_marked_and_left_unranked_alike_in_the_terminal_and_the_report(bench, server):
+    late = "  - id: bow-late\n    kind: embedder\n    builtin: bow\n"
+    write(bench.path / "benchmark" / "models.yaml", models_yaml(server.base_url, late))
+    server.on("EGFR", Reply.error(500))  # scripted fails both of its items on one case
+    server.answer = "no"
+    result = bench.runpytest("benchmark", "-p", "no:cacheprovider", "-k", "not (bow-late and pathway_no)")
+    unranked = (
+        "not ranked: too few cases to tell any two models apart (two models share at most 1; "
+        "a difference needs at least 6 to be significant)"
+    )
+    table = terminal_table(result, "rag_interpretation:")
+    labels = [cells[1] for cells in table]
+    assert labels == ["scripted †", "bow", "bow-late partial (1 of 2 cases)"]
+    assert unranked in result.outlines
+    assert [cells[0] for cells in table] == ["-", "-", "-"]  # three cases: no 1≈ for everyone
+    results = bench.path / "benchmark" / "results"
+    assert main(["report", "--results-dir", str(results)]) == 0
+    text = (results / "report" / "leaderboard.md").read_text()
+    assert unranked[0].upper() + unranked[1:] + "." in text
+    for rank_cell, label, mean, *_ in table:  # the report marks every model as the terminal does
+        assert f"| {rank_cell} | {label} | {mean} |" in text
+    assert re.search(r"\| scripted \| - \| 0\.667 \(unranked\) † \|", text)
+
+
+def test_ranks_variants_and_ties_read_alike_in_the_terminal_and_the_report(bench, server):
+    rows = only_the_top_pair_differs()
+    for i in range(8):  # every chunking for one model, only the easiest for the other
+        rows += [row("chunked", "every", f"q{i}:{chunking}", [0.6]) for chunking in ("line", "semantic", "bounded")]
+        rows.append(row("chunked", "line-only", f"q{i}:line", [0.95]))
+    rows += [row("one_case", "ada", "c0", [0.6]), row("one_case", "zed", "c0", [0.78])]
+    results = write_results(bench.path / "benchmark" / "results", rows)
+    result = bench.runpytest("benchmark", "-p", "no:cacheprovider", "-k", "bow")
+    ranking = terminal_table(result, "ranking:")
+    assert [(cells[0], cells[1]) for cells in ranking] == [("1", "A"), ("2", "B"), ("2≈", "C")]
+    chunked = terminal_table(result, "chunked:")
+    assert [(cells[0], cells[1]) for cells in chunked] == [("1", "every"), ("2", "line-only partial (1 of 3 variants)")]
+    assert main(["report", "--results-dir", str(results)]) == 0
+    text = (results / "report" / "leaderboard.md").read_text()
+    for rank_cell, label, mean, *_ in ranking + chunked:
+        assert f"| {rank_cell} | {label} | {mean} |" in text
+    # the overview: one case ranks nobody, and the better score is listed first, not the first name
+    overview = [line.split(" | ")[1] for line in text.splitlines() if re.match(r"\| \d+ \| ", line)]
+    assert overview.index("zed") < overview.index("ada")
+    assert "| zed | - | - | 0.780 (unranked) | - | - |" in text
 
 
 # --- integrity ----------------------------------------------------------------------------------
@@ -467,7 +692,7 @@ def test_the_report_renders_from_one_row_from_two_models_sharing_one_item_and_fr
     assert main(["report", "--results-dir", str(two)]) == 0
     text = (two / "report" / "leaderboard.md").read_text()
     assert "| a | b | items | 1 | - | too few shared cases | - | - | - |" in text
-    assert "| 1≈ | b | 0.400 |" in text
+    assert "| - | b | 0.400 |" in text  # one shared item cannot rank them
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "rag_interpretation.jsonl").write_text("")

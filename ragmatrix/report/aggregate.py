@@ -8,9 +8,10 @@ Per family:
 - paired tests between models (`compare_models`) and between each model's variants
   (`compare_variants`), cluster-aware: when a case gives several items, they pair on
   per-case means; Holm's correction within the family;
-- ranks that never over-claim: a model with partial coverage is placed after the models
-  with full coverage, and a model not significantly different from the one above shares
-  its rank;
+- ranks that never over-claim and never go back down the list: a model with partial coverage
+  (fewer cases or variants) is placed after the models with full coverage; a model shares the
+  rank of the models above it unless one of them is significantly better; a table whose cases
+  are too few for any difference to be significant has no ranks, and says why;
 - every metric the iterations report, pooled and per variant, and the family's breakdowns,
   each with the same kind of interval as the headline.
 
@@ -29,12 +30,13 @@ from ragmatrix.families import Family, Headline, family_named
 from ragmatrix.report.memo import Memo
 from ragmatrix.rows import Row
 from ragmatrix.stats.intervals import Interval, interval
-from ragmatrix.stats.significance import ALPHA, PairedTest, holm, paired_test
+from ragmatrix.stats.significance import ALPHA, PairedTest, fewest_pairs, holm, paired_test, smallest_p
 
 # Fewer shared cases than this and no paired test is run: "too few shared cases".
 MIN_SHARED_CASES = 2
 TOO_FEW = "too few shared cases"
 GENERIC_HEADLINE = Headline("mean score", "the mean of the items' scores")
+INCOMPLETE = "†"  # the model has error items: its mean covers only the items it finished
 
 
 # --- selection ---------------------------------------------------------------------------------
@@ -121,18 +123,33 @@ class Line:
     invalid: int  # invalid answers among the scored iterations
     attempted: int = 0  # cases the model has a row for, an error included
     expected_cases: int = 0  # the cases the model's tests hold in this family
+    attempted_variants: int = 0  # variants (chunkings, wordings, modes) the model has a row for
+    expected_variants: int = 0  # the variants the model's tests hold in this family
     rank: int | None = None
-    same_as_above: bool = False  # not significantly different from the model ranked above
+    same_as_above: bool = False  # shares its rank with the model listed above
 
     @property
     def partial(self) -> bool:
-        """Ran fewer of its tests' cases than other models did (an error still counts as run:
-        errors are counted and marked apart)."""
-        return self.mean is not None and self.attempted < self.expected_cases
+        """Ran fewer of its tests' cases, or of their variants, than other models did: its mean
+        rests on other items. An error still counts as run: errors are counted and marked apart."""
+        short = self.attempted < self.expected_cases or self.attempted_variants < self.expected_variants
+        return self.mean is not None and short
 
     @property
     def coverage(self) -> str:
-        return f"partial ({self.attempted} of {self.expected_cases} cases)" if self.partial else ""
+        if not self.partial:
+            return ""
+        parts = []
+        if self.attempted < self.expected_cases:
+            parts.append(f"{self.attempted} of {self.expected_cases} cases")
+        if self.attempted_variants < self.expected_variants:
+            parts.append(f"{self.attempted_variants} of {self.expected_variants} variants")
+        return f"partial ({', '.join(parts)})"
+
+    @property
+    def label(self) -> str:
+        """The model's name with its marks, as the terminal and the report both show it."""
+        return " ".join(part for part in (self.model, INCOMPLETE if self.errors else "", self.coverage) if part)
 
 
 @dataclass
@@ -193,6 +210,7 @@ class FamilyTable:
     variant_comparisons: list[Comparison]
     breakdowns: list[BreakdownLine]
     rows: list[Row]  # the rows that count
+    unranked: str = ""  # why the table has no ranks; empty when it has them
 
     @property
     def ranks(self) -> dict[str, int]:
@@ -217,6 +235,7 @@ class OverviewLine:
     cells: dict[str, Line]  # family -> the model's line
     ranks: dict[str, int]  # family -> rank
     mean_rank: float | None
+    mean_place: float | None = None  # the mean of its places in the families' tables, by score
 
 
 @dataclass
@@ -232,9 +251,10 @@ class Tables:
 
 
 RANK_RULE = (
-    "Models are sorted by their mean rank over the families they ran (1 = the best in that family), "
-    "then by the number of families they ran, then by name. Ranks are compared across families "
-    "because scores are not: each family has its own scale."
+    "Models are sorted by their mean rank over the families they ran (1 = the best in that family); "
+    "a tie is broken by score: by the mean of their places in the families' tables, which list "
+    "models by mean; then by the number of families they ran. Ranks and places are compared "
+    "across families because scores are not: each family has its own scale."
 )
 
 
@@ -264,15 +284,21 @@ def _family_table(family: str, rows: list[Row], memo: Memo, variants: bool) -> F
     expected = {
         test: {row.case for row in test_rows if row.ok} for test, test_rows in _by(rows, lambda r: r.test).items()
     }
+    # likewise the variants (chunkings, wordings, modes) of each test that some model has a score for
+    scored_variants = {(row.test, row.variant) for row in rows if row.ok and row.variant}
     lines = []
     for model, model_rows in _by(rows, lambda r: r.model).items():
         # a known family says whether its scores are yes/no; an unknown one is judged by its values
         line = _line(model, family, model_rows, memo, headline.binary if descriptor is not None else None)
-        line.expected_cases = len(set().union(*(expected[test] for test in {r.test for r in model_rows})))
+        tests = {r.test for r in model_rows}
+        line.expected_cases = len(set().union(*(expected[test] for test in tests)))
         line.attempted = len({row.case for row in model_rows} & set().union(*expected.values()))
+        own_variants = {(test, variant) for test, variant in scored_variants if test in tests}
+        line.expected_variants = len(own_variants)
+        line.attempted_variants = len({(row.test, row.variant) for row in model_rows} & own_variants)
         lines.append(line)
     comparisons = compare_models(family, lines, rows, memo, headline.higher_is_better)
-    rank(lines, comparisons, headline.higher_is_better)
+    unranked = rank(lines, comparisons, headline.higher_is_better)
     by_variant = metric_lines(family, rows, memo, by_variant=True, descriptor=descriptor)
     several = len({m.variant for m in by_variant}) > 1
     return FamilyTable(
@@ -288,6 +314,7 @@ def _family_table(family: str, rows: list[Row], memo: Memo, variants: bool) -> F
             family, rows, descriptor.breakdowns if descriptor else (), memo, headline.binary if descriptor else None
         ),
         rows=rows,
+        unranked=unranked,
     )
 
 
@@ -324,29 +351,57 @@ def _line(model: str, family: str, rows: list[Row], memo: Memo, binary: bool | N
     )
 
 
-def rank(lines: list[Line], comparisons: list[Comparison], higher_is_better: bool = True) -> None:
-    """Sort `lines` in place and give each its rank.
+def rank(lines: list[Line], comparisons: list[Comparison], higher_is_better: bool = True) -> str:
+    """Sort `lines` in place and give each its rank; return why there are no ranks ("" when
+    there are).
 
     Full coverage before partial, then by mean (best first); a model without a score last.
-    A model's rank is one more than the number of models above it that are significantly
-    better (Holm-adjusted), so a difference the data cannot tell apart never separates two
-    ranks; a model that shares the rank of a model above is marked `same_as_above`.
+    Down the list, a model shares the rank of the models above it (`same_as_above`) unless one
+    of those is significantly better (Holm-adjusted) or has full coverage where it has not;
+    then its rank is its place in the list. So the ranks never go back down, models that share
+    a rank are never significantly different, and a new rank always rests on a significant
+    difference (or on coverage). When no pair of models shares enough cases for any difference
+    to be significant, no model is ranked.
     """
     sign = -1.0 if higher_is_better else 1.0
     lines.sort(key=lambda line: (line.mean is None, line.partial, sign * (line.mean or 0.0), line.model))
-    ranked: list[Line] = []
-    for line in lines:
-        if line.mean is None:
-            continue
-        better = 0
-        for above in ranked:
-            test = find(comparisons, above.model, line.model)
-            # partial coverage never ranks level with full coverage
-            if above.partial != line.partial or (test is not None and test.significant):
-                better += 1
-        line.rank = better + 1
-        line.same_as_above = any(above.rank == line.rank for above in ranked)
-        ranked.append(line)
+    scored = [line for line in lines if line.mean is not None]
+    unranked = too_few_to_rank(scored, comparisons)
+    if unranked:
+        return unranked
+    sharing: list[Line] = []  # the models that hold the last rank given
+    for place, line in enumerate(scored, start=1):
+        if sharing and not any(_separated(above, line, comparisons) for above in sharing):
+            line.rank, line.same_as_above = sharing[0].rank, True
+            sharing.append(line)
+        else:
+            line.rank, line.same_as_above = place, False
+            sharing = [line]
+    return ""
+
+
+def _separated(above: Line, line: Line, comparisons: list[Comparison]) -> bool:
+    """Whether `line` must not share the rank of `above`: partial coverage never ranks level
+    with full coverage, nor a model with one that is significantly better."""
+    test = find(comparisons, above.model, line.model)
+    return above.partial != line.partial or (test is not None and test.significant)
+
+
+def too_few_to_rank(scored: list[Line], comparisons: list[Comparison]) -> str:
+    """Why no difference in this table can be significant, whatever the scores: every pair of
+    models shares too few cases for a p-value below ALPHA after Holm's correction. "" when
+    some pair can be told apart, or when there is at most one model."""
+    if len(scored) < 2:
+        return ""
+    tests = sum(1 for c in comparisons if c.test is not None)
+    most = max((c.pairs for c in comparisons), default=0)
+    if tests and tests * smallest_p(max(c.pairs for c in comparisons if c.test is not None)) < ALPHA:
+        return ""
+    over = f", Holm-adjusted over {tests} tests" if tests > 1 else ""
+    return (
+        f"not ranked: too few cases to tell any two models apart (two models share at most {most}; "
+        f"a difference needs at least {fewest_pairs(tests)} to be significant{over})"
+    )
 
 
 def find(comparisons: Iterable[Comparison], a: str, b: str) -> Comparison | None:
@@ -546,11 +601,28 @@ def breakdown_lines(
 def overview(families: list[FamilyTable]) -> list[OverviewLine]:
     """Model x family, sorted by the rule in RANK_RULE."""
     models = sorted({line.model for table in families for line in table.lines})
+    # a model's place in a family: its position in the table, which lists models by mean
+    places = {
+        (t.family, line.model): place
+        for t in families
+        for place, line in enumerate((line for line in t.lines if line.mean is not None), start=1)
+    }
     out = []
     for model in models:
         cells = {t.family: line for t in families for line in t.lines if line.model == model}
         model_ranks = {t.family: t.ranks[model] for t in families if model in t.ranks}
         mean_rank = sum(model_ranks.values()) / len(model_ranks) if model_ranks else None
-        out.append(OverviewLine(model, cells, model_ranks, mean_rank))
-    out.sort(key=lambda o: (o.mean_rank is None, o.mean_rank or 0.0, -len(o.cells), o.model))
+        model_places = [places[(family, model)] for family in cells if (family, model) in places]
+        mean_place = sum(model_places) / len(model_places) if model_places else None
+        out.append(OverviewLine(model, cells, model_ranks, mean_rank, mean_place))
+    out.sort(
+        key=lambda o: (
+            o.mean_rank is None,
+            o.mean_rank or 0.0,
+            o.mean_place is None,
+            o.mean_place or 0.0,
+            -len(o.cells),
+            o.model,  # only when everything else is equal
+        )
+    )
     return out

@@ -5,14 +5,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ragmatrix.report.aggregate import MIN_SHARED_CASES, RANK_RULE, Comparison, FamilyTable, MetricLine, Tables
+from ragmatrix.report.aggregate import (
+    INCOMPLETE,
+    MIN_SHARED_CASES,
+    RANK_RULE,
+    Comparison,
+    FamilyTable,
+    MetricLine,
+    Tables,
+)
 from ragmatrix.report.document import Block, Bullets, Heading, Image, Paragraph, Table
 from ragmatrix.stats.intervals import MIN_CASES_TO_CLUSTER
 from ragmatrix.stats.significance import ALPHA, MCNEMAR
 
 BETTER = ">"  # significantly better than the model ranked next
 SAME = "≈"  # no significant difference
-INCOMPLETE = "†"  # the model has error items: its mean covers only the items it finished
 METRICS_PER_TABLE = 4
 
 
@@ -75,11 +82,14 @@ def _reading_guide() -> list[Block]:
                 f"exact test when every paired value is 0 or 1, else a paired permutation test of the mean "
                 f"difference; p-values are Holm-adjusted over the family's pairs. With fewer than "
                 f"{MIN_SHARED_CASES} shared cases there is no test: the table says 'too few shared cases'.",
-                f"**Ranks.** A model's rank is one more than the number of models above it that are "
-                f"significantly better (Holm-adjusted p < {ALPHA}): a difference the data cannot show never "
-                f"separates two ranks, and a model that shares the rank of a model above is marked {SAME}. A "
-                f"model that ran fewer of its tests' cases than the others is marked 'partial (k of n cases)' "
-                f"and is ranked after every model with full coverage, whatever its mean.",
+                f"**Ranks.** Models are listed by mean, and the ranks never go back down the list: a model "
+                f"shares the rank of the models above it, marked {SAME}, unless one of them is significantly "
+                f"better (Holm-adjusted p < {ALPHA}); then its rank is its place in the list. Models that share "
+                f"a rank are never significantly different, and a higher mean marked {SAME} is no win. A table "
+                f"whose cases are too few for any difference to be significant has no ranks, and says so. A "
+                f"model that ran fewer of its tests' cases or variants than the others is marked 'partial (k "
+                f"of n cases)' or 'partial (k of n variants)' and is listed and ranked after every model with "
+                f"full coverage, whatever its mean.",
                 f"**Errors** are never zeros. A model error leaves the item out of the mean and counts under "
                 f"errors; a model marked {INCOMPLETE} has errors, and its mean covers only the items it "
                 f"finished.",
@@ -105,12 +115,16 @@ def _overview(tables: Tables) -> list[Block]:
             else:
                 mark = (f" {INCOMPLETE}" if cell.errors else "") + (" partial" if cell.partial else "")
                 same = SAME if cell.same_as_above else ""
-                cells.append(f"{cell.mean:.3f} (#{line.ranks[family]}{same}){mark}")
+                rank = f"#{line.ranks[family]}{same}" if family in line.ranks else "unranked"
+                cells.append(f"{cell.mean:.3f} ({rank}){mark}")
         mean_rank = "-" if line.mean_rank is None else f"{line.mean_rank:.2f}"
         rows.append([str(index), line.model, mean_rank, *cells])
     return [
         Heading(2, "Overview"),
-        Paragraph(f"Each cell is the model's mean in the family and its rank there. {RANK_RULE}"),
+        Paragraph(
+            f"Each cell is the model's mean in the family and its rank there ('unranked' where the family "
+            f"has too few cases to rank). {RANK_RULE}"
+        ),
         Table(header, rows, numeric={0, 2, *range(3, 3 + len(families))}),
     ]
 
@@ -142,11 +156,13 @@ def _family(table: FamilyTable, plots: Plots) -> list[Block]:
             f"{len(table.rows)} items."
         ),
     ]
+    if table.unranked:
+        blocks.append(Paragraph(table.unranked[0].upper() + table.unranked[1:] + "."))
     header = ["rank", "model", "mean", "95% CI", "n", "items", "cases", "errors", "invalid", "vs next"]
     rows = []
     for line in table.lines:
         rank = "-" if line.rank is None else f"{line.rank}{SAME if line.same_as_above else ''}"
-        model = line.model + (f" {INCOMPLETE}" if line.errors else "") + (f" ({line.coverage})" if line.partial else "")
+        model = line.label
         mean = "-" if line.mean is None else f"{line.mean:.{digits}f}"
         interval = "-" if line.low is None or line.high is None else f"[{line.low:.{digits}f}, {line.high:.{digits}f}]"
         counts = [str(line.n), str(line.items), str(line.cases), str(line.errors), str(line.invalid)]

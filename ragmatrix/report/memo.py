@@ -1,4 +1,7 @@
-"""A remembered-statistics file: intervals and paired tests by the md5 of their inputs.
+"""A remembered-statistics file: intervals and paired tests by the md5 of their inputs, under
+the version of the statistics code that computed them (`ragmatrix.stats.code_version`). A file
+written by other statistics code is not read: after an upgrade every number is computed again,
+and the old ones are dropped when the file is saved.
 
 A fully cached `pytest benchmark` prints the same leaderboard as the run before it; with the
 numbers remembered it does so without importing scipy (over a second on its own). The memo is
@@ -14,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ragmatrix.keys import md5_of
+from ragmatrix.stats import code_version
 
 T = TypeVar("T")
 # Entries kept besides those this run used, so that a `-k` run does not forget the full run's.
@@ -21,17 +25,21 @@ KEEP_UNUSED = 20000
 
 
 class Memo:
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, version: str | None = None) -> None:
+        """`version`: the statistics code's version (default: `ragmatrix.stats.code_version()`)."""
         self.path = path
+        self.version = version or code_version()
         self._known: dict[str, Any] = {}
         self._used: set[str] = set()
         self._changed = False
         if path is not None:
             try:
                 loaded = json.loads(path.read_text())
-                self._known = loaded if isinstance(loaded, dict) else {}
             except (OSError, ValueError):
-                self._known = {}
+                loaded = None
+            if isinstance(loaded, dict) and loaded.get("version") == self.version:
+                entries = loaded.get("entries")
+                self._known = entries if isinstance(entries, dict) else {}
 
     def remember(self, inputs: Any, compute: Callable[[], T], dump: Callable[[T], Any], load: Callable[[Any], T]) -> T:
         """The value for `inputs`, computed once and then read back."""
@@ -55,7 +63,7 @@ class Memo:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
-            temporary.write_text(json.dumps(kept))
+            temporary.write_text(json.dumps({"version": self.version, "entries": kept}))
             os.replace(temporary, self.path)
         except OSError:
             pass  # a memo that cannot be written is only slower

@@ -41,13 +41,14 @@ def heading(table: FamilyTable) -> str:
 
 def family_table(table: FamilyTable) -> list[str]:
     digits = table.headline.digits
-    rows: list[tuple[str, ...]] = [("rank", "model", "mean", "95% CI", "n", "items", "cases", "errors", "invalid", "")]
+    rows: list[tuple[str, ...]] = [("rank", "model", "mean", "95% CI", "n", "items", "cases", "errors", "invalid")]
     for line in table.lines:
         rank = "-" if line.rank is None else f"{line.rank}{SAME if line.same_as_above else ''}"
         mean = "-" if line.mean is None else f"{line.mean:.{digits}f}"
         counts = (str(line.n), str(line.items), str(line.cases), str(line.errors), str(line.invalid))
-        rows.append((rank, line.model, mean, _ci(line.low, line.high, digits), *counts, line.coverage))
-    return [heading(table), *aligned(rows, numeric={0, 2, 4, 5, 6, 7, 8})]
+        rows.append((rank, line.label, mean, _ci(line.low, line.high, digits), *counts))
+    unranked = [table.unranked] if table.unranked else []
+    return [heading(table), *unranked, *aligned(rows, numeric={0, 2, 4, 5, 6, 7, 8})]
 
 
 def metric_tables(table: FamilyTable) -> list[str]:

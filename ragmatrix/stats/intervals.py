@@ -83,5 +83,6 @@ def interval(groups: Sequence[Sequence[float]], binary: bool | None = None) -> I
         return Interval(mean, low, high, method)
     if method == BOOTSTRAP:
         low, high = bootstrap_interval(values)
-        return Interval(mean, low, high, method)
+        # every value equal: the resampled means may round a hair off the mean, which must stay inside
+        return Interval(mean, min(low, mean), max(high, mean), method)
     return Interval(mean, None, None, method)

@@ -80,6 +80,22 @@ def paired_test(a: Sequence[float], b: Sequence[float]) -> PairedTest:
     return paired_permutation(a, b)
 
 
+def smallest_p(pairs: int) -> float:
+    """A floor under the p-value `paired_test` can give on `pairs` pairs, whatever the scores:
+    with every pair differing the same way, McNemar's exact test and the exact permutation test
+    both give 2 / 2**pairs (the resampled permutation test never goes lower)."""
+    return min(1.0, 2.0 ** (1 - pairs))
+
+
+def fewest_pairs(tests: int, alpha: float = ALPHA) -> int:
+    """The fewest pairs on which a difference can be significant after Holm's correction over
+    `tests` tests (the smallest p is multiplied by their number)."""
+    pairs = 1
+    while max(tests, 1) * smallest_p(pairs) >= alpha:
+        pairs += 1
+    return pairs
+
+
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm-adjusted p-values, in the order given: the i-th smallest p is multiplied by
     (m - i + 1), and the adjusted values are made non-decreasing in that order."""
