@@ -51,6 +51,12 @@ class Case:
     directory: Path = field(default=Path("."), repr=False, compare=False)
 
     @property
+    def source(self) -> str:
+        """The data file's name without `_data.yaml`: `-k <source>` selects this file's items."""
+        name = Path(self.file).name
+        return name.removesuffix("_data.yaml") if name.endswith("_data.yaml") else Path(name).stem
+
+    @property
     def variant(self) -> str:
         return ":".join(choice for _, choice in self.choices)
 

@@ -270,6 +270,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize([kind, "case"], params, indirect=[kind])
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """`-k <data file name>` (the name without `_data.yaml`) selects exactly that file's items:
+    test ids name the model and the case, not the file a case came from."""
+    state = item.config.stash.get(STATE_KEY, None)
+    plan = runner.plan_for(item, state) if state is not None else None
+    if plan is not None and plan.case.file:
+        item.extra_keyword_matches.add(plan.case.source)
+
+
 # --- running ------------------------------------------------------------------------------
 
 CACHED = "cached"

@@ -248,3 +248,30 @@ def test_xdist_workers_use_the_controllers_evaluator(biochatter, server):
     result.assert_outcomes(passed=LLM_ITEMS + BOW_ITEMS)
     assert len(evaluator_requests(server)) == 2
     assert all(row["score"] == 1.0 for row in rows(biochatter).values())
+
+
+def test_a_dropped_in_data_file_is_selected_alone_by_its_name(bench, server):
+    """`-k <file name without _data.yaml>` selects exactly that file's items, beside the cases
+    already there; the shipped file's items are left out."""
+    write(bench.path / "benchmark/data/benchmark_rag_test_data.yaml", BIOCHATTER_LAYOUT)
+    write(bench.path / "benchmark/models.yaml", models(server.base_url))
+
+    def case_names(*args: str) -> list[str]:
+        lines = run(bench, "--collect-only", "-q", *args).stdout.lines
+        return [line.split("[", 1)[1].rstrip("]").split("-", 1)[1].split(":")[0] for line in lines if "::" in line]
+
+    biochatter = case_names("-k", "benchmark_rag_test")
+    assert len(biochatter) == LLM_ITEMS + BOW_ITEMS
+    assert set(biochatter) == {
+        "explicit_relevance_no",
+        "explicit_relevance_yes",
+        "explicit_evaluation_no",
+        "explicit_evaluation_yes",
+        "implicit_relevance_no",
+        "implicit_relevance_yes",
+    }
+    assert set(case_names("-k", "rag_interpretation and not benchmark_rag_test")) == {
+        "pathway_yes",
+        "pathway_no",
+        "capital_answer",
+    }

@@ -732,3 +732,17 @@ def test_paired_tests_pair_on_case_means_when_a_case_gives_several_items():
     # each model's variants against each other: identical here, so p = 1 after Holm
     assert {(c.model, c.a, c.b) for c in table.variant_comparisons} >= {("a", "bounded", "line")}
     assert all(c.p_holm == 1.0 for c in table.variant_comparisons)
+
+
+def test_report_finds_the_results_from_a_subfolder_of_the_project(tmp_path, monkeypatch, capsys):
+    write_results(tmp_path / "benchmark" / "results", shipped_like_rows())
+    (tmp_path / "benchmark" / "data" / "corpus").mkdir(parents=True)
+    monkeypatch.setenv("RAGMATRIX_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path / "benchmark" / "data" / "corpus")
+    assert main(["report"]) == 0
+    page = (tmp_path / "benchmark" / "results" / "report" / "leaderboard.md").read_text()
+    assert "from `benchmark/results`" in page  # named as the project names it, not by a machine path
+    # outside any project: one line naming where it looked
+    monkeypatch.chdir(tmp_path.parent)
+    assert main(["report"]) == 1
+    assert "no benchmark/results here or in a folder above" in capsys.readouterr().err

@@ -5,19 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 MODELS_FILE = Path("benchmark/models.yaml")
+RESULTS_DIR = Path("benchmark/results")
 
 
 class NotFound(Exception):
     """No such file; the message names every path tried."""
 
 
-def find_upward(relative: Path, start: Path) -> Path:
-    """`start/relative`, else the same under each folder above `start`: the first that exists.
-    NotFound names the paths tried."""
+def find_upward(relative: Path, start: Path, folder: bool = False) -> Path:
+    """`start/relative`, else the same under each folder above `start`: the first file (or,
+    with `folder`, the first folder) that exists. NotFound names the paths tried."""
     tried: list[Path] = []
-    for folder in [start, *start.parents]:
-        candidate = folder / relative
-        if candidate.is_file():
+    for above in [start, *start.parents]:
+        candidate = above / relative
+        if candidate.is_dir() if folder else candidate.is_file():
             return candidate
         tried.append(candidate)
     raise NotFound(f"no {relative} here or in a folder above (tried {', '.join(str(p) for p in tried)})")
@@ -34,6 +35,17 @@ def models_file(given: Path | None, start: Path | None = None) -> Path:
         return find_upward(MODELS_FILE, (start or Path.cwd()).resolve())
     except NotFound as error:
         raise NotFound(f"{error}; give the file with --models-file") from None
+
+
+def results_folder(given: Path | None, start: Path | None = None) -> Path:
+    """The results folder: the one given with --results-dir, else benchmark/results found from
+    the working directory upward, so a command works from any folder of the project."""
+    if given is not None:
+        return given
+    try:
+        return find_upward(RESULTS_DIR, (start or Path.cwd()).resolve(), folder=True)
+    except NotFound as error:
+        raise NotFound(f"{error}; give the folder with --results-dir") from None
 
 
 def project_root(models: Path) -> Path:

@@ -24,7 +24,10 @@ HELP = "the leaderboard as markdown, HTML and PNG plots, with intervals and sign
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--results-dir", type=Path, default=Path("benchmark/results"), help="the results (default benchmark/results)"
+        "--results-dir",
+        type=Path,
+        default=None,
+        help="the results (default benchmark/results, looked for from here upward)",
     )
     parser.add_argument("--out", type=Path, default=None, help="the report folder (default RESULTS_DIR/report)")
     parser.add_argument(
@@ -41,9 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ragmatrix.cli import CommandError
+    from ragmatrix.cli.locate import RESULTS_DIR, NotFound, results_folder
     from ragmatrix.report import load, write_report
 
-    results: Path = args.results_dir
+    try:
+        results: Path = results_folder(args.results_dir)
+    except NotFound as error:
+        raise CommandError(str(error)) from None
     if not results.is_dir():
         raise CommandError(f"{results}: no such results folder")
     if args.compare is not None and not args.compare.is_dir():
@@ -58,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
             known = ", ".join(sorted(items)[:5]) + (", ..." if len(items) > 5 else "")
             raise CommandError(f"no zelo_battles item {', '.join(unknown)} (items: {known or 'none'})")
     out: Path = args.out or results / "report"
-    written = write_report(results, out, shown_as=str(results), compare_dir=args.compare, heatmaps=args.heatmap)
+    # The folder as the user would name it: as given, or the project's own when it was looked up.
+    shown = str(args.results_dir) if args.results_dir is not None else RESULTS_DIR.as_posix()
+    written = write_report(results, out, shown_as=shown, compare_dir=args.compare, heatmaps=args.heatmap)
     for left in written.tables.left_out:
         print(f"note: {left.note()}")
     for problem in written.tables.problems:
