@@ -106,8 +106,16 @@ def direct_route(spec: LitellmSpec) -> bool:
 class OpenAIChat:
     """A `ChatProvider` (see `ragmatrix.models.chat`) for one model on one endpoint."""
 
+    # What a first call could find slow is done here, when the model is built: its first
+    # request need not go alone (see `ChatModel._ask`).
+    starts_warm = True
+
     def __init__(self, spec: LitellmSpec) -> None:
+        import aiohttp
+
         self.spec = spec
+        self._aiohttp = aiohttp
+        self._ssl = _ssl_context(self.endpoint())
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -176,9 +184,8 @@ class OpenAIChat:
         # when it is closed (`ragmatrix.models.aio`), and the session is closed with it.
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:
-            import aiohttp
-
-            connector = aiohttp.TCPConnector(limit=self.spec.concurrency, ssl=_ssl_context(self.endpoint()))
+            aiohttp = self._aiohttp
+            connector = aiohttp.TCPConnector(limit=self.spec.concurrency, ssl=self._ssl)
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 timeout=aiohttp.ClientTimeout(total=timeout),
