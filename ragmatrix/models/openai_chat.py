@@ -134,7 +134,7 @@ class OpenAIChat:
             key = os.environ.get("OPENAI_API_KEY", "")
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
         organization = os.environ.get("OPENAI_ORGANIZATION")
-        if organization and not self.spec.resolved_api_base():
+        if organization:  # as litellm sends it
             headers["OpenAI-Organization"] = organization
         return headers
 
@@ -168,8 +168,8 @@ class OpenAIChat:
         usage = reply.get("usage")
         usage = usage if isinstance(usage, dict) else {}
         tokens = {
-            "prompt_tokens": int(usage.get("prompt_tokens") or 0),
-            "completion_tokens": int(usage.get("completion_tokens") or 0),
+            "prompt_tokens": _count(usage.get("prompt_tokens")),
+            "completion_tokens": _count(usage.get("completion_tokens")),
         }
         return text, tokens, self.cost(tokens)
 
@@ -232,6 +232,11 @@ def _answer_text(reply: dict[str, Any]) -> str:
     if not text.strip():
         raise EmptyAnswer("empty text")
     return text
+
+
+def _count(value: Any) -> int:
+    """A token count as the server reports it; anything but a whole number counts as none."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _error_text(raw: bytes) -> str:

@@ -2,7 +2,8 @@
 
 Starts the local OpenAI-compatible test server with a fixed latency per request (200 ms), then
 runs the shipped benchmark's RAG interpretation family (96 items) and part of its zELO family
-through pytest, the plugin and the real client stack (no response cache), at concurrency 1 and
+through pytest, the plugin and the real client stack (no response cache, no memo of the
+leaderboard's intervals), at concurrency 1 and
 at concurrency 16, alternated `--repeat` times (medians are printed: the machine may be shared),
 and prints, per family and for both families in one session (the whole LLM matrix):
 
@@ -97,6 +98,8 @@ def project(folder: Path) -> None:
 def run(folder: Path, server: OpenAIServer, concurrency: int, selection: str) -> Timing:
     (folder / "benchmark" / "models.yaml").write_text(MODELS.format(api_base=server.base_url, concurrency=concurrency))
     timings = folder / "timings.json"
+    # No memo of the last run's leaderboard intervals: they are computed, as after new results.
+    shutil.rmtree(folder / ".benchmark_cache", ignore_errors=True)
     server.reset()
     environment = {**os.environ, "RAGMATRIX_PERF_TIMINGS": str(timings), "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "pytest", "benchmark", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]

@@ -19,7 +19,9 @@ promptfoo is installed with npm into a folder under the system's temporary direc
 folder `--promptfoo-dir` names) the first time; without npm the comparison is skipped with a
 message. It runs offline: no telemetry, no update check, its own configuration folder.
 
-    python tests/perf/promptfoo_comparison.py [--repeat 3] [--sizes 96,960]
+`--client litellm` sends ragmatrix's requests through litellm instead of its direct client.
+
+    python tests/perf/promptfoo_comparison.py [--repeat 3] [--sizes 96,960] [--client litellm]
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ MODELS = f"""models:
     concurrency: {CONNECTIONS}
     timeout: 30
     retries: 2
+    client: {{client}}
 """
 PROMPTFOO_ENV = {"PROMPTFOO_DISABLE_TELEMETRY": "1", "PROMPTFOO_DISABLE_UPDATE": "1"}
 
@@ -112,13 +115,13 @@ def write_cases(data: Path, copies: int) -> None:
     (data / shipped.name).write_text(yaml.safe_dump({FAMILY: repeated}, sort_keys=False))
 
 
-def ragmatrix_project(folder: Path, copies: int, api_base: str) -> list[list[dict[str, str]]]:
+def ragmatrix_project(folder: Path, copies: int, api_base: str, client: str = "auto") -> list[list[dict[str, str]]]:
     """A benchmark project with the RAG family only; returns the messages of its items."""
     data = folder / "benchmark" / "data"
     data.mkdir(parents=True)
     shutil.copy(ROOT / "benchmark" / f"test_{FAMILY}.py", folder / "benchmark")
     write_cases(data, copies)
-    (folder / "benchmark" / "models.yaml").write_text(MODELS.format(api_base=api_base))
+    (folder / "benchmark" / "models.yaml").write_text(MODELS.format(api_base=api_base, client=client))
     (folder / "pytest.ini").write_text("[pytest]\n")
     suite = load_suite(data, [FAMILY], root=folder)
     if suite.problems:
@@ -178,11 +181,11 @@ def median_of(runs: list[Figures], name: str) -> float:
     return statistics.median(getattr(run, name) for run in runs)
 
 
-def compare(size: int, executable: list[str], repeat: int) -> None:
+def compare(size: int, executable: list[str], repeat: int, client: str) -> None:
     latency = SIZES[size]
     with tempfile.TemporaryDirectory() as temporary, OpenAIServer("yes", latency=latency) as server:
         folder = Path(temporary)
-        conversations = ragmatrix_project(folder, size // 96, server.base_url)
+        conversations = ragmatrix_project(folder, size // 96, server.base_url, client)
         config = promptfoo_config(folder, conversations, server.base_url)
         expected = sorted(json.dumps(messages, sort_keys=True) for messages in conversations)
         tools = {
@@ -224,15 +227,19 @@ def main() -> None:
         default=Path(tempfile.gettempdir()) / "ragmatrix-perf-promptfoo",
         help="where promptfoo is (or gets) installed",
     )
+    parser.add_argument("--client", choices=["auto", "litellm"], default="auto", help="ragmatrix's client setting")
     options = parser.parse_args()
     executable = promptfoo_command(options.promptfoo_dir)
     if executable is None:
         return
     sizes = [int(size) for size in options.sizes.split(",")]
-    print(f"{CONNECTIONS} connections, no response cache, medians of {options.repeat} alternated runs")
+    print(
+        f"{CONNECTIONS} connections, no response cache, medians of {options.repeat} alternated runs; "
+        f"ragmatrix's client: {options.client}"
+    )
     print(f"load average {load_average()} at the start")
     for size in sizes:
-        compare(size, executable, options.repeat)
+        compare(size, executable, options.repeat, options.client)
     print(f"\nload average {load_average()} at the end")
 
 
