@@ -3,9 +3,9 @@
 Starts the local OpenAI-compatible test server with a fixed latency per request (200 ms), then
 runs the shipped benchmark's RAG interpretation family (96 items) and part of its zELO family
 through pytest, the plugin and the real client stack (no response cache, no memo of the
-leaderboard's intervals), at concurrency 1 and
-at concurrency 16, alternated `--repeat` times (medians are printed: the machine may be shared),
-and prints, per family and for both families in one session (the whole LLM matrix):
+leaderboard's intervals), at concurrency 1 and at concurrency 16, alternated `--repeat` times
+(medians are printed: the machine may be shared), and prints, per family and for both
+families in one session (the whole LLM matrix):
 
 - the test phase (collection and interpreter start-up left out) and, within it, the request
   phase: from the first request the server sees to the last item's end;
