@@ -3,6 +3,8 @@
 `llm`, `embedder`, `judge` and `retriever` are parametrized indirectly by the plugin with model specs;
 the model itself is built here, once per process, when the first test that needs it runs,
 never at collection. Their types are the protocols of `ragmatrix.models.protocols`.
+`evaluator` holds nothing of one item, so it is made once per session instead of being set up
+and torn down for every item; `record` stays per item, so that no outcome outlives its item.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def retriever(request: pytest.FixtureRequest) -> Retriever:
     return cast(Retriever, _build(request))
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def evaluator(request: pytest.FixtureRequest) -> Evaluator:
     """The evaluator LLM (`--evaluator ID` or `evaluator:` in models.yaml), built on first use.
     Items that need it are keyed by its fingerprint and prompt, and skipped without it."""

@@ -23,7 +23,7 @@ from ragmatrix.families import all_families, family_named, register
 from ragmatrix.models import aio, progress
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.models_file import ModelsFileError
-from ragmatrix.session import MODEL_FIXTURES, STATE_KEY, BenchmarkState, get_state
+from ragmatrix.session import MODEL_FIXTURES, STATE_KEY, BenchmarkState, get_state, selects_benchmark
 
 _HELP_MODELS = "comma-separated model ids from benchmark/models.yaml to run (default: all available)"
 _HELP_MAX_VARIANTS = f"the most items one case may expand to (default {DEFAULT_MAX_VARIANTS})"
@@ -64,6 +64,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--max-variants", type=int, default=None, help=_HELP_MAX_VARIANTS)
     parser.addini("benchmark_dir", "folder holding test_<family>.py, models.yaml and data/", default="benchmark")
     parser.addini("max_variants", _HELP_MAX_VARIANTS, default=str(DEFAULT_MAX_VARIANTS))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config: pytest.Config) -> Any:
+    """xdist (`-n`): each model's items go to one worker (`--dist loadgroup`, see
+    `pytest_xdist_make_scheduler`), so each worker builds each model once, unless the command
+    line chooses another distribution. Set before xdist reads it; workers only run the items
+    they are sent, so only the controller decides."""
+    chosen = getattr(config.option, "dist", None)  # None: xdist is not loaded (-p no:xdist)
+    if chosen == "no" and not hasattr(config, "workerinput"):
+        benchmark_dir = config.rootpath / str(config.getini("benchmark_dir"))
+        if benchmark_dir.is_dir() and selects_benchmark(config.rootpath, benchmark_dir, [str(a) for a in config.args]):
+            config.option.dist = "loadgroup"
+    return (yield)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -151,6 +165,18 @@ def pytest_configure_node(node: Any) -> None:
             "left_out": models.left_out,
             "evaluator": {"id": evaluator.spec.id if evaluator.spec else None, "reason": evaluator.reason},
         }
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist, `--dist loadgroup`: a scheduler that sends each model's items to one worker."""
+    if config.getoption("dist") != "loadgroup" or not _selected(config):
+        return None
+    from ragmatrix.workers import ModelGroups
+
+    state = get_state(config)
+    prefix = _shown(state.benchmark_dir, state.root) + "/"
+    return ModelGroups(config, log, [m.id for m in state.models.available], prefix)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:

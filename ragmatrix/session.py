@@ -26,6 +26,17 @@ STATE_KEY = pytest.StashKey["BenchmarkState"]()
 MODEL_FIXTURES = ("llm", "embedder", "judge", "retriever")
 
 
+def selects_benchmark(root: Path, benchmark_dir: Path, args: list[str]) -> bool:
+    """Does an invocation with these arguments collect anything under the benchmark folder?"""
+    bench = benchmark_dir.resolve()
+    for arg in args:
+        path = (root / arg.split("::")[0]).resolve() if not Path(arg).is_absolute() else Path(arg)
+        path = path.resolve()
+        if path == bench or bench in path.parents or path in bench.parents:
+            return True
+    return False
+
+
 @dataclass
 class BenchmarkState:
     root: Path
@@ -74,13 +85,7 @@ class BenchmarkState:
 
     def selects_benchmark(self, args: list[str]) -> bool:
         """Does this invocation collect anything under the benchmark folder?"""
-        bench = self.benchmark_dir.resolve()
-        for arg in args:
-            path = (self.root / arg.split("::")[0]).resolve() if not Path(arg).is_absolute() else Path(arg)
-            path = path.resolve()
-            if path == bench or bench in path.parents or path in bench.parents:
-                return True
-        return False
+        return selects_benchmark(self.root, self.benchmark_dir, args)
 
     @property
     def models(self) -> ModelSet:

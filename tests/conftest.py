@@ -52,7 +52,7 @@ def server() -> Iterator[OpenAIServer]:
 def bench(pytester: pytest.Pytester, server: OpenAIServer) -> pytest.Pytester:
     """A benchmark project in a temporary folder: the RAG module, three small cases, a
     scripted LLM on the local server and the bag-of-words embedder."""
-    pytester.makeini("[pytest]\naddopts = --dist loadgroup\n")
+    pytester.makeini("[pytest]\n")
     (pytester.path / "benchmark" / "data").mkdir(parents=True)
     write(pytester.path / "benchmark" / "test_rag_interpretation.py", RAG_TEST_MODULE)
     write(pytester.path / "benchmark" / "data" / "rag_interpretation_data.yaml", SMALL_CASES)

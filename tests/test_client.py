@@ -1,6 +1,8 @@
-"""The LLM client layer, through real litellm against a real local HTTP server.
+"""The LLM client layer against a real local HTTP server, through both clients an `openai/...`
+model can take: real litellm, and the direct HTTP client (`ragmatrix.models.openai_chat`).
 
-Every fault the server can inject ends as a retry, an error or an invalid answer.
+Every fault the server can inject ends as a retry, an error or an invalid answer, the same way
+on both.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from ragmatrix.cache import SqliteCache
 from ragmatrix.models import aio
 from ragmatrix.models.chat import MAX_ANSWER_CHARS, ChatModel
 from ragmatrix.models.client import ModelError
+from ragmatrix.models.openai_chat import OpenAIChat
 from ragmatrix.models.providers.litellm_chat import LitellmChat
 from ragmatrix.models.usage import Usage, current_usage
 from ragmatrix.testing.openai_server import Reply
@@ -21,23 +24,32 @@ from ragmatrix.testing.openai_server import Reply
 QUESTION = [{"role": "user", "content": "Is the sky blue?"}]
 
 
-def chat_model(server, tmp_path=None, **settings) -> ChatModel:
-    spec = server_spec(server, "llm", "scripted", **settings)
-    cache = SqliteCache("responses", tmp_path) if tmp_path is not None else None
-    return ChatModel(spec, LitellmChat(spec), cache)
+CLIENTS = {"litellm": LitellmChat, "direct": OpenAIChat}
+
+
+@pytest.fixture(params=sorted(CLIENTS))
+def chat_model(request):
+    """Makes a ChatModel on the local server, through each client in turn."""
+
+    def make(server, tmp_path=None, **settings) -> ChatModel:
+        spec = server_spec(server, "llm", "scripted", **settings)
+        cache = SqliteCache("responses", tmp_path) if tmp_path is not None else None
+        return ChatModel(spec, CLIENTS[request.param](spec), cache)
+
+    return make
 
 
 # Each test closes the process's event loop and the HTTP clients bound to it.
 pytestmark = pytest.mark.usefixtures("fresh_event_loop")
 
 
-def test_a_plain_answer(server):
+def test_a_plain_answer(chat_model, server):
     server.answer = "yes"
     assert chat_model(server).chat(QUESTION) == "yes"
     assert server.count() == 1
 
 
-def test_429_is_retried_after_the_servers_retry_after(server):
+def test_429_is_retried_after_the_servers_retry_after(chat_model, server):
     server.inject(Reply.error(429, retry_after=0.6))
     started = time.perf_counter()
     assert chat_model(server).chat(QUESTION) == "yes"
@@ -45,7 +57,7 @@ def test_429_is_retried_after_the_servers_retry_after(server):
     assert server.count() == 2
 
 
-def test_5xx_is_retried_a_bounded_number_of_times(server):
+def test_5xx_is_retried_a_bounded_number_of_times(chat_model, server):
     server.inject(Reply.error(500), Reply.error(503))
     assert chat_model(server).chat(QUESTION) == "yes"
     assert server.count() == 3
@@ -56,14 +68,14 @@ def test_5xx_is_retried_a_bounded_number_of_times(server):
     assert server.count() == 3  # 1 try + 2 retries: litellm and the SDK do not retry on their own
 
 
-def test_other_4xx_is_not_retried(server):
+def test_other_4xx_is_not_retried(chat_model, server):
     server.inject(Reply.error(400, message="bad request"))
     with pytest.raises(ModelError, match=r"HTTP 400 .*after 1 attempt\)"):
         chat_model(server).chat(QUESTION)
     assert server.count() == 1
 
 
-def test_a_hang_past_the_timeout_is_retried_then_answered(server):
+def test_a_hang_past_the_timeout_is_retried_then_answered(chat_model, server):
     server.inject(Reply.hang(5))
     started = time.perf_counter()
     assert chat_model(server, timeout=0.5).chat(QUESTION) == "yes"
@@ -71,19 +83,19 @@ def test_a_hang_past_the_timeout_is_retried_then_answered(server):
     assert server.count() == 2
 
 
-def test_a_server_that_keeps_hanging_ends_as_an_error(server):
+def test_a_server_that_keeps_hanging_ends_as_an_error(chat_model, server):
     server.inject(*[Reply.hang(5)] * 3)
     with pytest.raises(ModelError, match="after 2 attempts"):
         chat_model(server, timeout=0.3, retries=1).chat(QUESTION)
 
 
-def test_a_non_json_body_ends_as_an_error_not_a_crash(server):
+def test_a_non_json_body_ends_as_an_error_not_a_crash(chat_model, server):
     server.inject(*[Reply.garbage()] * 5)
     with pytest.raises(ModelError):
         chat_model(server, retries=1).chat(QUESTION)
 
 
-def test_empty_choices_null_content_and_empty_text_are_retried_like_a_5xx(server, tmp_path):
+def test_empty_choices_null_content_and_empty_text_are_retried_like_a_5xx(chat_model, server, tmp_path):
     server.inject(Reply.empty_choices(), Reply.null_content(), Reply.text(""))
     model = chat_model(server, tmp_path, retries=3)
     assert model.chat(QUESTION) == "yes"
@@ -95,7 +107,7 @@ def test_empty_choices_null_content_and_empty_text_are_retried_like_a_5xx(server
     assert len(model.cache) == 1  # only the real answer was cached
 
 
-def test_an_answer_past_the_maximum_is_cut_and_counted(server, tmp_path):
+def test_an_answer_past_the_maximum_is_cut_and_counted(chat_model, server, tmp_path):
     server.answer = "yes " * 300_000
     usage = Usage()
     token = current_usage.set(usage)
@@ -109,7 +121,7 @@ def test_an_answer_past_the_maximum_is_cut_and_counted(server, tmp_path):
     assert server.count() == 1
 
 
-def test_the_breaker_stops_calls_after_k_consecutive_failures(server):
+def test_the_breaker_stops_calls_after_k_consecutive_failures(chat_model, server):
     server.inject(*[Reply.error(503)] * 10)
     model = chat_model(server, retries=1, breaker_after=3, concurrency=1)
     with pytest.raises(ModelError, match=r"HTTP 503"):
@@ -122,7 +134,7 @@ def test_the_breaker_stops_calls_after_k_consecutive_failures(server):
     assert server.count() == 3  # asked no more
 
 
-def test_rate_limits_and_answers_do_not_trip_the_breaker(server):
+def test_rate_limits_and_answers_do_not_trip_the_breaker(chat_model, server):
     model = chat_model(server, retries=3, breaker_after=2)
     server.inject(Reply.error(429, retry_after=0), Reply.error(429, retry_after=0), Reply.error(429, retry_after=0))
     assert model.chat(QUESTION) == "yes"
@@ -133,7 +145,7 @@ def test_rate_limits_and_answers_do_not_trip_the_breaker(server):
     assert model.breaker.down is None
 
 
-def test_responses_are_cached_per_sample_and_errors_never(server, tmp_path):
+def test_responses_are_cached_per_sample_and_errors_never(chat_model, server, tmp_path):
     model = chat_model(server, tmp_path)
     server.inject(Reply.error(400))
     with pytest.raises(ModelError):
@@ -146,7 +158,7 @@ def test_responses_are_cached_per_sample_and_errors_never(server, tmp_path):
     assert server.count() == 3
 
 
-def test_the_concurrency_limit_holds(server):
+def test_the_concurrency_limit_holds(chat_model, server):
     server.latency = 0.2
     model = chat_model(server, concurrency=3)
     answers = model.chat_many([[{"role": "user", "content": f"q{i}"}] for i in range(9)])
@@ -154,7 +166,7 @@ def test_the_concurrency_limit_holds(server):
     assert server.max_concurrency == 3
 
 
-def test_usage_is_counted_and_an_unpriceable_model_costs_nothing_recorded(server, tmp_path):
+def test_usage_is_counted_and_an_unpriceable_model_costs_nothing_recorded(chat_model, server, tmp_path):
     usage = Usage()
     token = current_usage.set(usage)
     try:
@@ -169,7 +181,7 @@ def test_usage_is_counted_and_an_unpriceable_model_costs_nothing_recorded(server
     assert "cost_usd" not in data
 
 
-def test_api_keys_never_reach_an_error_message(server, monkeypatch):
+def test_api_keys_never_reach_an_error_message(chat_model, server, monkeypatch):
     secret = "sk-test-abcdefghijklmnop1234"
     monkeypatch.setenv("SCRIPTED_API_KEY", secret)
     server.inject(Reply.error(401, message=f"Incorrect API key provided: {secret}"))
@@ -179,7 +191,7 @@ def test_api_keys_never_reach_an_error_message(server, monkeypatch):
     assert server.requests[-1]["headers"]["authorization"] == f"Bearer {secret}"
 
 
-def test_timeouts_hold_even_when_the_library_ignores_its_own(server):
+def test_timeouts_hold_even_when_the_library_ignores_its_own(chat_model, server):
     # asyncio.wait_for bounds each attempt whatever the client library does
     server.inject(Reply.hang(3), Reply.hang(3))
     model = chat_model(server, timeout=0.2, retries=1)

@@ -27,6 +27,9 @@ MAX_ANSWER_CHARS = 16 * 1024
 
 
 class ChatProvider(Protocol):
+    """Sends one request. A provider whose first call does nothing slow (its imports done when
+    it is built) says so with a class attribute `starts_warm = True`."""
+
     async def complete(self, messages: Messages, timeout: float) -> tuple[str, dict[str, Any], float | None]: ...
 
     def classify(self, error: BaseException) -> Failure: ...
@@ -106,8 +109,10 @@ class ChatModel:
             return Answer(text, hit.get("usage"), hit.get("cost"), cached=True, cut=cut or bool(hit.get("cut")))
         # The first attempt of the session goes alone: a client's cold start (lazy imports, its
         # connection pool) blocks the loop, and must not eat the timeout of every request sent
-        # with it.
-        if self._first_attempt is None:
+        # with it. A client that starts warm has nothing to wait for.
+        if getattr(self.provider, "starts_warm", False):
+            first = None
+        elif self._first_attempt is None:
             self._first_attempt = first = asyncio.Event()
         else:
             first = None

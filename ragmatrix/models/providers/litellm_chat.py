@@ -1,9 +1,14 @@
 """`litellm: <provider>/<model>` with `kind: llm`: chat with any API litellm supports, or with
 any OpenAI-compatible server named by `api_base`.
 
-litellm is imported lazily, with its local cost map, so that collection and cached runs never
-pay for it. Its own retries and the OpenAI SDK's are turned off: retrying happens in one
-place (`ragmatrix.models.client`), where 429s stay visible to the limiter.
+`openai/<name>` models (OpenAI itself, or a server named by `api_base`) are asked directly over
+HTTP (`ragmatrix.models.openai_chat`), with the request litellm would send; every other model
+goes through litellm, unless the entry says `client: litellm`. Either way the model's key, its
+cached responses and its rows are the same.
+
+litellm is imported lazily, with its local cost map, so that collection, cached runs and
+direct models never pay for it. Its own retries and the OpenAI SDK's are turned off: retrying
+happens in one place (`ragmatrix.models.client`), where 429s stay visible to the limiter.
 """
 
 from __future__ import annotations
@@ -14,11 +19,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field
 
 from ragmatrix.models.client import EmptyAnswer, Failure, is_retryable_status, parse_retry_after
+from ragmatrix.models.openai_chat import NO_KEY, OpenAIChat, direct_route, first_line
 from ragmatrix.models.providers import provider
 from ragmatrix.models.spec import ModelSpec, expand_env, probe_server
 from ragmatrix.secrets import redact
 
 if TYPE_CHECKING:
+    from ragmatrix.models.chat import ChatProvider
     from ragmatrix.models.protocols import Model
     from ragmatrix.models.spec import ModelBuilder
 
@@ -52,6 +59,9 @@ class LitellmChatSpec(LitellmSpec):
     kinds: ClassVar[tuple[str, ...]] = ("llm",)
     rank: ClassVar[int] = 10
     describe: ClassVar[str] = "a litellm model string"
+    # auto: `openai/...` models are asked directly, the rest through litellm; litellm: always
+    # through litellm. Not part of the key: both ask the same request.
+    client: Literal["auto", "litellm"] = "auto"
 
     @classmethod
     def claims(cls, entry: dict[str, Any]) -> bool:
@@ -60,10 +70,15 @@ class LitellmChatSpec(LitellmSpec):
     def build(self, models: ModelBuilder) -> Model:
         from ragmatrix.models.chat import ChatModel
 
-        return ChatModel(self, LitellmChat(self), models.response_cache())
+        return ChatModel(self, chat_client(self), models.response_cache())
 
 
-NO_KEY = "no-key"  # OpenAI-compatible servers often need none, but the SDK insists on one
+def chat_client(spec: LitellmChatSpec) -> ChatProvider:
+    """The client that asks the model: direct HTTP where the endpoint speaks OpenAI's chat
+    completions and litellm would send nothing else, litellm otherwise."""
+    if spec.client == "auto" and direct_route(spec):
+        return OpenAIChat(spec)
+    return LitellmChat(spec)
 
 
 def import_litellm() -> Any:
@@ -140,7 +155,7 @@ class LitellmChat:
     def classify(self, error: BaseException) -> Failure:
         status = getattr(error, "status_code", None)
         name = type(error).__name__
-        message = redact(f"{name}: {_first_line(str(error))}", tuple(self.spec.requires_env))
+        message = redact(f"{name}: {first_line(str(error))}", tuple(self.spec.requires_env))
         if status is not None:
             message = f"HTTP {status} {message}"
         transport = name in {"Timeout", "APIConnectionError", "ServiceUnavailableError", "InternalServerError"}
@@ -164,8 +179,3 @@ def _retry_after(error: BaseException) -> float | None:
             if value is not None:
                 return parse_retry_after(value)
     return None
-
-
-def _first_line(text: str, limit: int = 300) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line[:limit]

@@ -1,0 +1,284 @@
+"""The chat completions endpoint of OpenAI, or of any OpenAI-compatible server, asked directly.
+
+A `litellm: openai/<name>` entry is answered by one HTTP endpoint whose wire format ragmatrix
+knows. Going through litellm there costs a multi-second import and several milliseconds of
+client CPU per request; one aiohttp session per model asks the same request for a fraction of
+both. The request is the one litellm would send (model name without `openai/`, the messages,
+`params`), the answer is read the same way (the first choice's text, the token counts the
+server reports), and failures are classified the same way, so the retries, timeouts, breaker,
+response cache and redaction of `ragmatrix.models.chat` and `ragmatrix.models.client` behave
+alike on both paths. `ragmatrix.models.providers.litellm_chat.chat_client` decides which path a
+model takes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+from typing import TYPE_CHECKING, Any
+
+from ragmatrix.models import aio
+from ragmatrix.models.client import EmptyAnswer, Failure, is_retryable_status, parse_retry_after
+from ragmatrix.models.spec import expand_env
+from ragmatrix.secrets import redact
+
+if TYPE_CHECKING:
+    import aiohttp
+
+    from ragmatrix.models.providers.litellm_chat import LitellmSpec
+
+PREFIX = "openai/"
+OPENAI_API_BASE = "https://api.openai.com/v1"
+NO_KEY = "no-key"  # OpenAI-compatible servers often need none; litellm sends this one
+
+# The request fields of OpenAI's chat completions API. A model whose `params` hold anything
+# else (a litellm setting such as `drop_params`, a provider's own extension) stays on litellm,
+# which knows what to do with it.
+CHAT_FIELDS = frozenset(
+    {
+        "audio",
+        "frequency_penalty",
+        "logit_bias",
+        "logprobs",
+        "max_completion_tokens",
+        "max_tokens",
+        "metadata",
+        "modalities",
+        "n",
+        "parallel_tool_calls",
+        "prediction",
+        "presence_penalty",
+        "reasoning_effort",
+        "response_format",
+        "seed",
+        "service_tier",
+        "stop",
+        "store",
+        "temperature",
+        "tool_choice",
+        "tools",
+        "top_logprobs",
+        "top_p",
+        "user",
+        "verbosity",
+    }
+)
+
+# OpenAI's reasoning models refuse `max_tokens` and take `max_completion_tokens`; litellm renames
+# it for them, and so does this client.
+REASONING_MODEL = re.compile(r"^(o\d|gpt-5)")
+
+# Status names as the OpenAI SDK (and so litellm) calls them, for messages people recognise.
+STATUS_NAMES = {
+    400: "BadRequestError",
+    401: "AuthenticationError",
+    403: "PermissionDeniedError",
+    404: "NotFoundError",
+    408: "Timeout",
+    409: "ConflictError",
+    422: "UnprocessableEntityError",
+    429: "RateLimitError",
+    503: "ServiceUnavailableError",
+}
+
+
+class BadResponse(Exception):
+    """An answer that is no chat completion (a proxy's HTML page, say): a server fault that
+    may pass, retried like a 5xx, as litellm does."""
+
+
+class StatusError(Exception):
+    """An HTTP error status, with what the server said and when it asks to be tried again."""
+
+    def __init__(self, status: int, message: str, retry_after: float | None) -> None:
+        super().__init__(message)
+        self.status_code = status
+        self.retry_after = retry_after
+
+
+def direct_route(spec: LitellmSpec) -> bool:
+    """Can this model be asked directly, with exactly the request litellm would send?"""
+    return expand_env(spec.litellm).startswith(PREFIX) and set(spec.params) <= CHAT_FIELDS
+
+
+class OpenAIChat:
+    """A `ChatProvider` (see `ragmatrix.models.chat`) for one model on one endpoint."""
+
+    # What a first call could find slow is done here, when the model is built: its first
+    # request need not go alone (see `ChatModel._ask`).
+    starts_warm = True
+
+    def __init__(self, spec: LitellmSpec) -> None:
+        import aiohttp
+
+        self.spec = spec
+        self._aiohttp = aiohttp
+        self._ssl = _ssl_context(self.endpoint())
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- what is sent --------------------------------------------------------------------------
+
+    def endpoint(self) -> str:
+        base = self.spec.resolved_api_base() or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE")
+        return (base or OPENAI_API_BASE).rstrip("/") + "/chat/completions"
+
+    def headers(self) -> dict[str, str]:
+        if self.spec.api_key_env:
+            key = os.environ.get(self.spec.api_key_env, "")
+        elif self.spec.resolved_api_base():
+            key = NO_KEY
+        else:
+            key = os.environ.get("OPENAI_API_KEY", "")
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
+        organization = os.environ.get("OPENAI_ORGANIZATION")
+        if organization:  # as litellm sends it
+            headers["OpenAI-Organization"] = organization
+        return headers
+
+    def body(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+        model = expand_env(self.spec.litellm).removeprefix(PREFIX)
+        params = dict(self.spec.params)
+        if "max_tokens" in params and REASONING_MODEL.match(model):
+            params.setdefault("max_completion_tokens", params.pop("max_tokens"))
+        return {"model": model, "messages": messages, **params}
+
+    # -- the call ------------------------------------------------------------------------------
+
+    async def complete(
+        self, messages: list[dict[str, str]], timeout: float
+    ) -> tuple[str, dict[str, Any], float | None]:
+        """The answer text, token usage as the server reports it, and cost (see `cost`)."""
+        session = await self._session_for_loop(timeout)
+        payload = json.dumps(self.body(messages)).encode()
+        async with session.post(self.endpoint(), data=payload, headers=self.headers()) as response:
+            raw = await response.read()
+            if response.status >= 400:
+                retry_after = parse_retry_after(response.headers.get("retry-after"))
+                raise StatusError(response.status, _error_text(raw), retry_after)
+        try:
+            reply = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise BadResponse(f"not JSON: {raw[:200]!r}") from None
+        if not isinstance(reply, dict):
+            raise BadResponse(f"not a chat completion: {raw[:200]!r}")
+        text = _answer_text(reply)
+        usage = reply.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        tokens = {
+            "prompt_tokens": _count(usage.get("prompt_tokens")),
+            "completion_tokens": _count(usage.get("completion_tokens")),
+        }
+        return text, tokens, self.cost(tokens)
+
+    def cost(self, tokens: dict[str, int]) -> float | None:
+        """The price of one answer in USD, or None when it cannot be priced. litellm prices
+        its answers from its cost map; this path has no prices yet, and an unknown cost stays
+        unknown (None) rather than counting as free."""
+        return None
+
+    async def _session_for_loop(self, timeout: float) -> aiohttp.ClientSession:
+        # A session belongs to the loop it was made on; the process's loop is replaced only
+        # when it is closed (`ragmatrix.models.aio`), and the session is closed with it.
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._loop is not loop:
+            aiohttp = self._aiohttp
+            connector = aiohttp.TCPConnector(limit=self.spec.concurrency, ssl=self._ssl)
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=timeout),
+                trust_env=True,  # proxies from the environment, as httpx (and so litellm) honours them
+            )
+            self._loop = loop
+            aio.at_close(self._session.close)
+        return self._session
+
+    # -- failures ------------------------------------------------------------------------------
+
+    def classify(self, error: BaseException) -> Failure:
+        """As `LitellmChat.classify` does: 429, 408 and 5xx are retried, other statuses are
+        not, connection failures and bodies that are no answer are retried; a rate limit says
+        the server is there, so it never counts towards the breaker."""
+        status = getattr(error, "status_code", None)
+        if isinstance(error, StatusError):
+            fallback = "InternalServerError" if error.status_code >= 500 else "APIStatusError"
+            name = STATUS_NAMES.get(error.status_code, fallback)
+        elif isinstance(error, BadResponse):
+            name, status = "InternalServerError", 500
+        else:
+            name = "APIConnectionError" if _is_transport(error) else type(error).__name__
+        detail = first_line(str(error)) or type(error).__name__
+        message = redact(f"{name}: {detail}", tuple(self.spec.requires_env))
+        if status is not None:
+            message = f"HTTP {status} {message}"
+        retryable = is_retryable_status(status) or (status is None and name == "APIConnectionError")
+        outage = retryable and status != 429
+        return Failure(message, retryable=retryable, retry_after=getattr(error, "retry_after", None), outage=outage)
+
+
+def _answer_text(reply: dict[str, Any]) -> str:
+    # An empty choice list, a null message or an empty text is a server fault that may pass:
+    # retried, never cached, never scored (as on the litellm path).
+    choices = reply.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise EmptyAnswer("no choices")
+    message = choices[0].get("message") if isinstance(choices[0], dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    if content is None:
+        raise EmptyAnswer("content null")
+    text = str(content)
+    if not text.strip():
+        raise EmptyAnswer("empty text")
+    return text
+
+
+def _count(value: Any) -> int:
+    """A token count as the server reports it; anything but a whole number counts as none."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _error_text(raw: bytes) -> str:
+    """What an error body says: OpenAI's `{"error": {"message": ...}}`, or its first line."""
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return first_line(raw.decode("utf-8", "replace"))
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        return first_line(str(error["message"]))
+    if isinstance(error, str):
+        return first_line(error)
+    return first_line(raw.decode("utf-8", "replace"))
+
+
+def _is_transport(error: BaseException) -> bool:
+    """A connection refused, reset or dropped mid-answer: the server may be back soon."""
+    import aiohttp
+
+    return isinstance(error, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError | ConnectionError)
+
+
+def _ssl_context(url: str) -> Any:
+    """The CA bundle litellm's client would trust (certifi's, or SSL_CERT_FILE), for https only:
+    loading it costs a few milliseconds that a local server need not pay."""
+    if not url.startswith("https:"):
+        return True  # aiohttp's default, unused over plain http
+    import ssl
+
+    cafile = os.environ.get("SSL_CERT_FILE")
+    if not cafile:
+        try:
+            import certifi
+
+            cafile = certifi.where()
+        except ImportError:  # the system's store is still a sound default
+            cafile = None
+    return ssl.create_default_context(cafile=cafile)
+
+
+def first_line(text: str, limit: int = 300) -> str:
+    """The first line of an error message, cut to `limit` characters: one line per error row."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line[:limit]

@@ -1,0 +1,97 @@
+"""What a whole process costs, for the perf scripts: wall time from start to exit, CPU time of
+the process and its children, and the CPU it had spent when the local test server saw its
+first chat request (what a user pays once, before any work is done).
+
+    cost = run_measured(["python", "-m", "pytest", ...], cwd=folder, env=env, server=server)
+    cost.wall_s, cost.cpu_s, cost.first_request_cpu_s
+
+The CPU at the first request is read from /proc (Linux) for the process and every process
+under it, within a few milliseconds of the request; elsewhere it is None.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+@dataclass
+class ProcessCost:
+    wall_s: float
+    cpu_s: float
+    first_request_cpu_s: float | None
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_measured(command: list[str], cwd: Path, env: dict[str, str], server: Any) -> ProcessCost:
+    """Run `command` to its end; `server` is the OpenAIServer it talks to (reset beforehand)."""
+    asked_before = server.count()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first: list[float] = []
+    watcher = threading.Thread(target=_watch, args=(process, server, asked_before, first), daemon=True)
+    watcher.start()
+    stdout, stderr = process.communicate()
+    wall = time.perf_counter() - started
+    watcher.join(timeout=5)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return ProcessCost(wall, cpu, first[0] if first else None, process.returncode, stdout, stderr)
+
+
+def _watch(process: subprocess.Popen[str], server: Any, asked_before: int, first: list[float]) -> None:
+    while process.poll() is None:
+        if server.count() > asked_before:
+            cpu = tree_cpu(process.pid)
+            if cpu is not None:
+                first.append(cpu)
+            return
+        time.sleep(0.002)
+
+
+def tree_cpu(pid: int) -> float | None:
+    """CPU seconds of `pid` and every live process under it (with the children each has
+    already waited for), or None without /proc."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return None
+    parents: dict[int, int] = {}
+    spent: dict[int, float] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        # After the command name: state, ppid, ..., utime (14th field), stime, cutime, cstime.
+        parents[int(entry.name)] = int(fields[1])
+        spent[int(entry.name)] = sum(int(value) for value in fields[11:15]) / TICKS_PER_SECOND
+    if pid not in spent:
+        return None
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, of in parents.items() if of == parent and child not in tree]
+        tree.update(children)
+        frontier += children
+    return sum(spent[member] for member in tree)
+
+
+def load_average() -> str:
+    """The 1-minute load average: the machine is shared, so every figure says how busy it was."""
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except OSError:
+        return "unknown"

@@ -1,0 +1,79 @@
+"""What a run pays before its first item: the plugin's modules are imported plainly, not through
+pytest's assertion rewriting, and the run works with or without pytest-xdist.
+
+`-n` runs pick `--dist loadgroup` themselves (one worker per model's items), so no project needs
+it in `addopts`, where it would break `-p no:xdist` ("unrecognized arguments: --dist").
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+
+import pytest
+from project import REPO, write
+
+LLM_ITEMS = 5
+ALL_ITEMS = 7
+
+LOADERS = """
+import json, sys
+
+def pytest_sessionfinish(session):
+    loaders = {
+        name: type(module.__loader__).__name__
+        for name, module in sys.modules.items()
+        if name.startswith(("ragmatrix.", "test_rag_interpretation")) and module is not None
+    }
+    with open("loaders.json", "w") as handle:
+        json.dump(loaders, handle)
+"""
+
+
+def test_the_plugins_modules_are_imported_without_assertion_rewriting(bench):
+    write(bench.path / "conftest.py", LOADERS)
+    bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-k", "bow").assert_outcomes(passed=2)
+    loaders = json.loads((bench.path / "loaders.json").read_text())
+    assert loaders["test_rag_interpretation"] == "AssertionRewritingHook"  # test modules are rewritten
+    plugin_modules = {name: loader for name, loader in loaders.items() if name.startswith("ragmatrix.")}
+    assert {"ragmatrix.hooks", "ragmatrix.runner", "ragmatrix.store"} <= set(plugin_modules)
+    # The entry point module itself is imported by pytest before it can say anything.
+    rewritten = sorted(name for name, loader in plugin_modules.items() if loader == "AssertionRewritingHook")
+    assert rewritten == ["ragmatrix.plugin"]
+
+
+def test_a_run_without_xdist_works(bench):
+    result = bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-p", "no:xdist")
+    result.assert_outcomes(passed=ALL_ITEMS)
+    assert "unrecognized arguments" not in result.stderr.str()
+
+
+@pytest.mark.slow
+def test_workers_keep_each_models_items_together_unless_told_otherwise(bench):
+    workers_run = ("benchmark", "-p", "no:cacheprovider", "-n", "2", "-v", "--run-all")
+    result = bench.runpytest_subprocess(*workers_run)
+    result.assert_outcomes(passed=ALL_ITEMS)
+    result.stdout.fnmatch_lines(["scheduling tests via ModelGroups"])
+    workers = _workers_by_model(result.outlines)
+    assert set(workers) == {"scripted", "bow"}
+    assert all(len(found) == 1 for found in workers.values())  # one worker per model
+
+    told = bench.runpytest_subprocess(*workers_run, "--dist", "load")
+    told.assert_outcomes(passed=ALL_ITEMS)
+    told.stdout.fnmatch_lines(["scheduling tests via LoadScheduling"])  # the command line's choice holds
+
+
+def test_the_projects_own_settings_leave_the_distribution_to_the_plugin():
+    settings = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert "--dist" not in str(settings["tool"]["pytest"]["ini_options"].get("addopts", ""))
+
+
+def _workers_by_model(lines: list[str]) -> dict[str, set[str]]:
+    """`[gw0] [ 14%] PASSED benchmark/...[scripted-pathway_no:simple]` -> {"scripted": {"gw0"}}."""
+    found: dict[str, set[str]] = {}
+    for line in lines:
+        if line.startswith("[gw") and "PASSED" in line and "[" in line.split("::")[-1]:
+            worker = line[1 : line.index("]")]
+            model = line.split("::")[-1].split("[", 1)[1].split("-", 1)[0]
+            found.setdefault(model, set()).add(worker)
+    return found
