@@ -30,8 +30,11 @@ def pytest_sessionfinish(session):
 """
 
 
-def test_the_plugins_modules_are_imported_without_assertion_rewriting(bench):
+def test_the_plugins_modules_are_imported_without_assertion_rewriting(bench, monkeypatch):
     write(bench.path / "conftest.py", LOADERS)
+    # Found on sys.path, as a regular install is: pytest's rewriting hook cannot see the modules
+    # an editable install's finder serves, so there nothing would be rewritten either way.
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
     bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-k", "bow").assert_outcomes(passed=2)
     loaders = json.loads((bench.path / "loaders.json").read_text())
     assert loaders["test_rag_interpretation"] == "AssertionRewritingHook"  # test modules are rewritten
