@@ -16,7 +16,7 @@ from project import REPO
 
 from ragmatrix.cli import main
 from ragmatrix.testing.openai_server import Reply
-from ragmatrix.zelo import annotate
+from ragmatrix.zelo import annotation
 
 pytestmark = pytest.mark.usefixtures("fresh_event_loop")
 
@@ -403,14 +403,14 @@ def test_the_preference_matrix():
 
 
 def test_pairs_path():
-    assert annotate.pairs_path(Path("data/x_annotated.jsonl")) == Path("data/x_annotated.pairs.jsonl")
-    assert annotate.pairs_path(Path("out")) == Path("out.pairs.jsonl")
+    assert annotation.pairs_path(Path("data/x_annotated.jsonl")) == Path("data/x_annotated.pairs.jsonl")
+    assert annotation.pairs_path(Path("out")) == Path("out.pairs.jsonl")
 
 
 def test_a_similarity_judgement_depends_on_the_document_set_and_an_llm_one_on_the_prompt():
     from types import SimpleNamespace
 
-    from ragmatrix.zelo.annotate import JudgeModel, judgement_key
+    from ragmatrix.zelo.annotation import JudgeModel, judgement_key
 
     bm25 = JudgeModel("bm25", SimpleNamespace(kind="retriever"), {"provider": "builtin", "model": "bm25@1"})
     llm = JudgeModel("gpt", SimpleNamespace(kind="llm"), {"provider": "litellm", "model": "openai/x"})

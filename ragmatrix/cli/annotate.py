@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     from ragmatrix.models.client import ModelError
     from ragmatrix.models.registry import Registry
     from ragmatrix.models.usage import Usage, current_usage
-    from ragmatrix.zelo import annotate, zbench_format
+    from ragmatrix.zelo import annotation, zbench_format
     from ragmatrix.zelo.judges import DEFAULT_INSTRUCTION
 
     if args.cycles < 1:
@@ -111,13 +111,13 @@ def run(args: argparse.Namespace) -> int:
     registry = Registry(use_cache=not args.no_response_cache)
     wanted = list(dict.fromkeys(j.strip() for j in args.judges.split(",") if j.strip()))
     try:
-        judges, combine = annotate.load_judges(models_file, wanted, registry, args.combine)
+        judges, combine = annotation.load_judges(models_file, wanted, registry, args.combine)
         if args.zbench_pairs is not None:
-            annotate.check_zbench_judges(len(judges), flag="--zbench-pairs")
-    except annotate.AnnotateError as error:
+            annotation.check_zbench_judges(len(judges), flag="--zbench-pairs")
+    except annotation.AnnotateError as error:
         registry.close()
         raise CommandError(str(error)) from None
-    settings = annotate.Settings(
+    settings = annotation.Settings(
         cycles=args.cycles,
         seed=args.seed,
         both_orders=args.both_orders,
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         scale=args.scale,
         document_limit=args.document_limit,
     )
-    pairs = args.pairs or annotate.pairs_path(args.output)
+    pairs = args.pairs or annotation.pairs_path(args.output)
     bars: list[Any] = []
 
     def progress(total: int, done: int) -> Any:
@@ -139,12 +139,12 @@ def run(args: argparse.Namespace) -> int:
     usage = Usage()
     token = current_usage.set(usage)
     try:
-        summary = annotate.annotate(
+        summary = annotation.annotate(
             items, args.output, judges, settings, progress=progress, pairs=pairs, zbench_pairs=args.zbench_pairs
         )
     except ModelError as error:
         raise CommandError(f"{error}; the judgements made so far are in {pairs}: run again to resume") from None
-    except annotate.AnnotateError as error:
+    except annotation.AnnotateError as error:
         raise CommandError(str(error)) from None
     finally:
         current_usage.reset(token)

@@ -47,16 +47,16 @@ def _first_line(path: Path) -> dict[str, Any] | None:
 def from_annotated(source: Path, query: str, pairs: Path | None = None) -> HeatmapData:
     """The query's scores from the annotated file, its judgements from the pairs file (the one
     beside it unless given)."""
-    from ragmatrix.zelo import annotate, zbench_format
+    from ragmatrix.zelo import annotation, zbench_format
 
     items = {item.id: item for item in zbench_format.read(source, annotated=True)}
     if query not in items:
         raise DatasetError(f"{source}: no query {query!r}")
-    pairs = pairs or annotate.pairs_path(source)
+    pairs = pairs or annotation.pairs_path(source)
     if not pairs.is_file():
         raise DatasetError(f"{pairs}: no pairs file (give it with --pairs)")
     item = items[query]
-    return HeatmapData(item.scores(), list(annotate.battles_of(pairs, query)), item.text)
+    return HeatmapData(item.scores(), list(annotation.battles_of(pairs, query)), item.text)
 
 
 def from_results(path: Path, item: str, model: str | None = None) -> HeatmapData:
