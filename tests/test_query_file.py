@@ -14,9 +14,10 @@ from project import REPO, write
 
 from ragmatrix.cases import expand_case, load_suite
 from ragmatrix.families.code_retrieval import retrieval as code_retrieval
-from ragmatrix.families.code_retrieval.breakdowns import breakdown_value, group_rows
 from ragmatrix.families.code_retrieval.chunking import Chunk
 from ragmatrix.families.code_retrieval.query_file import expand_query_file, slug
+from ragmatrix.report.aggregate import breakdown_values
+from ragmatrix.rows import Row
 
 CORPUS = {
     "crates/matcher/src/lib.rs": """
@@ -316,8 +317,16 @@ def test_a_query_file_runs_end_to_end_and_rows_carry_type_difficulty_and_tags(pr
     assert (matcher["query_type"], matcher["difficulty"], matcher["tags"]) == ("code", "easy", ["rust"])
     assert matcher["top_files"][0]["expected"] is True
     # grouped by query type: 4 code and 4 doc rows
-    groups = group_rows(rows, "query_type")
-    assert {value: len(members) for value, members in groups.items()} == {"code": 4, "doc": 4}
-    assert set(group_rows(rows, "difficulty")) == {"easy", "medium", "hard", "extra_hard"}
-    assert {value: len(members) for value, members in group_rows(rows, "tags").items()} == {"rust": 4}
-    assert breakdown_value(rows[0], "nothing") is None
+    typed = [Row.model_validate(r) for r in rows]
+
+    def groups(field):
+        counts = {}
+        for row in typed:
+            for value in breakdown_values(row, field):
+                counts[value] = counts.get(value, 0) + 1
+        return counts
+
+    assert groups("query_type") == {"code": 4, "doc": 4}
+    assert set(groups("difficulty")) == {"easy", "medium", "hard", "extra_hard"}
+    assert groups("tags") == {"rust": 4}
+    assert breakdown_values(typed[0], "nothing") == []

@@ -1,10 +1,10 @@
 """Code retrieval: can a model find the code that answers a question in a real codebase?
 
 - `corpus`: which files a case reads, listed once per session, and their fingerprint;
-- `chunking`: lines, syntax-tree definitions (capped), or bounded syntax-aware chunks;
+- `chunking`: lines, syntax-tree definitions (capped), or bounded syntax-aware chunks (a
+  package: line windows, semantic and bounded chunks, the language table, context headers);
 - `query_file`: the Rust embedding benchmark's query files, each query a case;
-- `retrieval`: the index, the ranking and the file- and answer-level scores;
-- `breakdowns`: rows grouped by query type, difficulty or tag.
+- `retrieval`: the index, the ranking and the file- and answer-level scores.
 """
 
 from ragmatrix.families.base import Family, Headline
