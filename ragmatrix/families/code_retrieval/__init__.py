@@ -8,13 +8,13 @@
 """
 
 from ragmatrix.families.base import Family, Headline
-from ragmatrix.families.code_retrieval.corpus import forget
 from ragmatrix.families.code_retrieval.query_file import expand_query_file
 from ragmatrix.families.code_retrieval.retrieval import (
     SCORING_VERSION,
     CodeRetrievalCase,
     check,
     corpus_fingerprint,
+    new_session,
     score,
     search,
 )
@@ -34,5 +34,5 @@ FAMILY = Family(
     breakdowns=("query_type", "difficulty", "tags"),
     case_source=expand_query_file,
     check=check,
-    new_session=forget,
+    new_session=new_session,
 )

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragmatrix.case import CaseInputError
-from ragmatrix.families.code_retrieval.chunking import Chunk, Chunking, chunk_corpus
-from ragmatrix.families.code_retrieval.corpus import Corpus, CorpusSpec, session_corpus
+from ragmatrix.families.code_retrieval.chunking import Chunk, Chunking, chunk_corpus, forget_reported
+from ragmatrix.families.code_retrieval.corpus import Corpus, CorpusSpec, forget, session_corpus
 from ragmatrix.keys import canonical_json
 from ragmatrix.outcome import Outcome
 from ragmatrix.stats.metrics import hit_at_k, mrr_at_k, ranking_metrics
@@ -156,6 +156,12 @@ class CodeRetrievalCase(BaseModel):
 
 
 # --- the corpus and its index, once per session ------------------------------------------------
+
+
+def new_session() -> None:
+    """Forget the corpora listed and the files reported unparsed in the previous session."""
+    forget()
+    forget_reported()
 
 
 def corpus_of(case: Any) -> Corpus:

@@ -20,8 +20,9 @@ Three strategies, chosen per case variant:
   sequence limit.
 
 `languages` says which grammar parses a file; a file with no grammar falls back to line
-windows (`semantic`) or capped line packing (`bounded`), with the file header. Every chunk
-keeps its file's path and its 1-based, inclusive line range.
+windows (`semantic`) or capped line packing (`bounded`), with the file header, and is reported
+once per session and extension (`NoGrammarWarning`). Every chunk keeps its file's path and its
+1-based, inclusive line range.
 
 The defaults below are part of scoring: changing one means bumping the family's scoring version.
 """
@@ -34,7 +35,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragmatrix.families.code_retrieval.chunking.bounded import bounded, segments
 from ragmatrix.families.code_retrieval.chunking.chunk import Chunk, context_header
-from ragmatrix.families.code_retrieval.chunking.languages import RULES, ParsedFile, language_of, parse
+from ragmatrix.families.code_retrieval.chunking.languages import (
+    RULES,
+    NoGrammarWarning,
+    ParsedFile,
+    forget_reported,
+    language_of,
+    parse,
+    report_no_grammar,
+)
 from ragmatrix.families.code_retrieval.chunking.markdown import markdown_chunks, markdown_sections
 from ragmatrix.families.code_retrieval.chunking.pieces import Sizes, pack_lines, to_chunks
 from ragmatrix.families.code_retrieval.chunking.semantic import semantic_pieces
@@ -46,9 +55,11 @@ __all__ = [
     "SEMANTIC_CAP",
     "Chunk",
     "Chunking",
+    "NoGrammarWarning",
     "chunk_corpus",
     "chunk_file",
     "context_header",
+    "forget_reported",
     "language_of",
     "line_chunks",
     "markdown_sections",
@@ -96,12 +107,13 @@ def chunk_file(path: str, text: str, chunking: Chunking) -> list[Chunk]:
         lines.pop()  # the newline at the end of the last line
     if chunking.strategy == "line":
         return line_chunks(path, lines, chunking.lines, chunking.overlap, header=False)
-    language = language_of(path)
+    language = language_of(path, text)
     if language == "markdown":
         return markdown_chunks(path, lines, chunking.cap)
     rules = RULES.get(language or "")
     tree = parse(language, text) if rules is not None and language is not None else None
     if rules is None or tree is None:
+        report_no_grammar(path)
         if chunking.strategy == "semantic":
             return line_chunks(path, lines, chunking.lines, chunking.overlap, header=True)
         return to_chunks(path, lines, pack_lines(Sizes(lines), 0, len(lines) - 1, (), chunking.cap))
@@ -111,4 +123,4 @@ def chunk_file(path: str, text: str, chunking: Chunking) -> list[Chunk]:
         pieces = semantic_pieces(parsed, root, chunking.cap)
     else:
         pieces = bounded(parsed, segments(root, 0, len(lines) - 1), (), chunking.cap)
-    return to_chunks(path, lines, pieces)
+    return to_chunks(path, lines, pieces, rules.closing)

@@ -1,9 +1,19 @@
 """The language table: which grammar parses a file, what counts as a definition in each
 grammar and how it is named, and the parser lookup (tree-sitter, through
-`tree-sitter-language-pack`, imported only when a file is parsed)."""
+`tree-sitter-language-pack`, imported only when a file is parsed).
+
+Every language of the Rust embedding benchmark's code list is parsed: Python, JavaScript,
+TypeScript (and TSX), Go, Rust, Java, C, C++, Ruby, PHP, Swift, Kotlin and Scala, and the
+configuration formats TOML (its tables are definitions), JSON and YAML (cut along their syntax,
+with no definitions). A `.h` file is C++ when its text says so (`class`, `namespace`,
+`template <`, `std::` ...), else C. A file no grammar parses is reported once per session and
+extension (`NoGrammarWarning`), and is cut by lines.
+"""
 
 from __future__ import annotations
 
+import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -28,10 +38,40 @@ EXTENSIONS = {
     ".rs": "rust",
     ".java": "java",
     ".c": "c",
-    ".h": "c",
+    ".h": "c",  # or C++, by its text: see language_of
+    ".cpp": "cpp",
+    ".cc": "cpp",
+    ".cxx": "cpp",
+    ".c++": "cpp",
+    ".hpp": "cpp",
+    ".hh": "cpp",
+    ".hxx": "cpp",
+    ".h++": "cpp",
+    ".rb": "ruby",
+    ".rake": "ruby",
+    ".gemspec": "ruby",
+    ".php": "php",
+    ".swift": "swift",
+    ".kt": "kotlin",
+    ".kts": "kotlin",
+    ".scala": "scala",
+    ".sc": "scala",
+    ".toml": "toml",
+    ".json": "json",
+    ".yaml": "yaml",
+    ".yml": "yaml",
     ".md": "markdown",
     ".markdown": "markdown",
 }
+
+# What only C++ says: a class, a namespace, a template, an access specifier, the standard
+# library's namespace or a header of it. A C header made usable from C++ (`extern "C"`) says
+# none of these.
+_CPP_MARKS = re.compile(
+    r"^\s*(?:template\s*<|namespace\s+[\w:]*\s*\{|class\s+\w+[^;(]*[{:]|(?:public|private|protected)\s*:)"
+    r"|\bstd::|\bnullptr\b|^\s*#\s*include\s*<(?:iostream|string|vector|memory|map|utility|cstdint|cstddef)>",
+    re.MULTILINE,
+)
 
 
 def extension_of(path: str) -> str:
@@ -41,9 +81,40 @@ def extension_of(path: str) -> str:
     return name[dot:].lower() if dot > 0 else ""
 
 
-def language_of(path: str) -> str | None:
+def language_of(path: str, text: str | None = None) -> str | None:
+    """The grammar of a file, by its extension; a `.h` file by its text too."""
     dot = path.rfind(".")
-    return EXTENSIONS.get(path[dot:].lower()) if dot >= 0 else None
+    language = EXTENSIONS.get(path[dot:].lower()) if dot >= 0 else None
+    if language == "c" and path[dot:].lower() == ".h" and text is not None and _CPP_MARKS.search(text):
+        return "cpp"
+    return language
+
+
+class NoGrammarWarning(UserWarning):
+    """Files of a kind no grammar parses: they are cut by lines, not along their syntax."""
+
+
+_reported: set[str] = set()
+
+
+def report_no_grammar(path: str) -> None:
+    """Say once per session and extension that files of this kind are not parsed."""
+    kind = extension_of(path) or "(no extension)"
+    if kind in _reported:
+        return
+    _reported.add(kind)
+    warnings.warn(
+        NoGrammarWarning(
+            f"code retrieval: no grammar parses {kind} files ({path} is the first): they are cut by lines, "
+            "not along their syntax"
+        ),
+        stacklevel=3,
+    )
+
+
+def forget_reported() -> None:
+    """A new session reports again."""
+    _reported.clear()
 
 
 @dataclass(frozen=True)
@@ -54,6 +125,16 @@ class Rules:
     containers: frozenset[str] = frozenset()  # definitions whose bodies are cut into their members
     wrappers: frozenset[str] = frozenset()  # nodes that wrap one definition (decorators, export)
     namer: Callable[[Node, bytes], str] | None = None  # for definitions with no `name` field
+    # Definitions that count only with a body (C's `struct point` names a type it does not define).
+    needs_body: frozenset[str] = frozenset()
+    # The word before the name where the node's type does not tell it (Swift's `struct`).
+    kind: Callable[[Node, bytes], str] | None = None
+    # The node holding a container's members, for a grammar with no `body` field (Kotlin).
+    members: Callable[[Node], Node | None] | None = None
+    # Text that alone only closes a definition (Ruby's `end`): it is no chunk of its own.
+    closing: re.Pattern[str] | None = None
+    # Nodes whose children are walked as if they stood in their place (C's `#ifndef` guards).
+    transparent: frozenset[str] = frozenset()
 
     def definition(self, node: Node, source: bytes) -> tuple[Node, str] | None:
         """The definition a node is or wraps, with its label ("class JSONDecoder")."""
@@ -69,18 +150,21 @@ class Rules:
             return None
         if inner.type in ("lexical_declaration", "variable_declaration") and not holds_function(inner):
             return None
-        if inner.type in ("struct_specifier", "enum_specifier", "union_specifier"):
-            if inner.child_by_field_name("body") is None:
-                return None  # a use of the type, not its definition
+        if inner.type in self.needs_body and self.body(inner) is None:
+            return None  # a use of the type, not its definition
+        if self.kind is not None:
+            word = self.kind(inner, source) or word
         name = (self.namer or field_name)(inner, source)
         return inner, f"{word} {name}".strip()
 
     def body(self, node: Node) -> Node | None:
         """The node holding a container's members."""
+        if self.members is not None:
+            return self.members(node)
         return node.child_by_field_name("body")
 
 
-COMMENTS = frozenset({"comment", "line_comment", "block_comment"})
+COMMENTS = frozenset({"comment", "line_comment", "block_comment", "multiline_comment"})
 
 
 def node_text(node: Node | None, source: bytes) -> str:
@@ -141,6 +225,84 @@ def _js_name(node: Node, source: bytes) -> str:
         declarator = next((c for c in node.named_children if c.type == "variable_declarator"), None)
         return field_name(declarator, source) if declarator is not None else ""
     return field_name(node, source)
+
+
+# An include guard, a conditional or `extern "C" { ... }`: a header's definitions are inside one.
+_BLOCKS = frozenset(
+    {
+        "preproc_if",
+        "preproc_ifdef",
+        "preproc_else",
+        "preproc_elif",
+        "preproc_elifdef",
+        "linkage_specification",
+        "declaration_list",  # the body of `extern "C" {`
+    }
+)
+
+_CPP_NAMES = frozenset(
+    {
+        "identifier",
+        "type_identifier",
+        "field_identifier",
+        "qualified_identifier",
+        "destructor_name",
+        "operator_name",
+        "template_function",
+    }
+)
+
+
+def _cpp_name(node: Node, source: bytes) -> str:
+    if node.type != "function_definition":
+        return field_name(node, source)  # a class, a struct, a namespace (an anonymous one: "")
+    declarator = node.child_by_field_name("declarator")
+    while declarator is not None and declarator.type not in _CPP_NAMES:
+        declarator = declarator.child_by_field_name("declarator")
+    return " ".join(node_text(declarator, source).split())
+
+
+def _ruby_name(node: Node, source: bytes) -> str:
+    if node.type == "singleton_method":
+        owner = node_text(node.child_by_field_name("object"), source)
+        return f"{owner}.{field_name(node, source)}"
+    if node.type == "singleton_class":
+        return node_text(node.child_by_field_name("value"), source)
+    return field_name(node, source)
+
+
+def _first_child(node: Node, types: tuple[str, ...]) -> Node | None:
+    return next((c for c in node.named_children if c.type in types), None)
+
+
+def _kotlin_name(node: Node, source: bytes) -> str:
+    if node.type in ("function_declaration", "secondary_constructor"):
+        return node_text(_first_child(node, ("simple_identifier",)), source)
+    return node_text(_first_child(node, ("type_identifier",)), source)
+
+
+def _kotlin_kind(node: Node, source: bytes) -> str:
+    if node.type != "class_declaration":
+        return ""
+    words = {c.type for c in node.children if not c.is_named}
+    if "interface" in words:
+        return "interface"
+    return "enum class" if "enum" in words else "class"
+
+
+def _swift_kind(node: Node, source: bytes) -> str:
+    return node_text(node.child_by_field_name("declaration_kind"), source)
+
+
+def _swift_name(node: Node, source: bytes) -> str:
+    if node.type in ("init_declaration", "deinit_declaration"):
+        return ""  # the word says it all: `init`
+    return field_name(node, source)
+
+
+def _toml_name(node: Node, source: bytes) -> str:
+    key = node_text(_first_child(node, ("bare_key", "dotted_key", "quoted_key")), source)
+    return f"[[{key}]]" if node.type == "table_array_element" else f"[{key}]"
 
 
 _JS_DEFINITIONS = {
@@ -218,8 +380,108 @@ RULES: dict[str, Rules] = {
             "union_specifier": "union",
             "type_definition": "typedef",
         },
+        needs_body=frozenset({"struct_specifier", "enum_specifier", "union_specifier"}),
         namer=_c_name,
+        transparent=_BLOCKS,
     ),
+    "cpp": Rules(
+        {
+            "function_definition": "function",
+            "class_specifier": "class",
+            "struct_specifier": "struct",
+            "union_specifier": "union",
+            "enum_specifier": "enum",
+            "namespace_definition": "namespace",
+            "type_definition": "typedef",
+            "alias_declaration": "using",
+            "concept_definition": "concept",
+        },
+        frozenset({"class_specifier", "struct_specifier", "union_specifier", "namespace_definition"}),
+        frozenset({"template_declaration"}),
+        namer=_cpp_name,
+        transparent=_BLOCKS,
+        needs_body=frozenset({"class_specifier", "struct_specifier", "enum_specifier", "union_specifier"}),
+    ),
+    "ruby": Rules(
+        {
+            "class": "class",
+            "module": "module",
+            "singleton_class": "class <<",
+            "method": "def",
+            "singleton_method": "def",
+        },
+        frozenset({"class", "module", "singleton_class"}),
+        namer=_ruby_name,
+        closing=re.compile(r"\s*(?:end\b[\s;]*)+"),
+    ),
+    "php": Rules(
+        {
+            "namespace_definition": "namespace",
+            "class_declaration": "class",
+            "interface_declaration": "interface",
+            "trait_declaration": "trait",
+            "enum_declaration": "enum",
+            "function_definition": "function",
+            "method_declaration": "function",
+        },
+        frozenset(
+            {
+                "namespace_definition",
+                "class_declaration",
+                "interface_declaration",
+                "trait_declaration",
+                "enum_declaration",
+            }
+        ),
+        needs_body=frozenset({"namespace_definition"}),  # `namespace App;` names, it holds nothing
+    ),
+    "swift": Rules(
+        {
+            "class_declaration": "class",  # or struct, enum, extension, actor: see kind
+            "protocol_declaration": "protocol",
+            "function_declaration": "func",
+            "protocol_function_declaration": "func",
+            "init_declaration": "init",
+            "deinit_declaration": "deinit",
+            "subscript_declaration": "subscript",
+            "typealias_declaration": "typealias",
+        },
+        frozenset({"class_declaration", "protocol_declaration"}),
+        namer=_swift_name,
+        kind=_swift_kind,
+    ),
+    "kotlin": Rules(
+        {
+            "class_declaration": "class",  # or interface, enum class: see kind
+            "object_declaration": "object",
+            "companion_object": "companion object",
+            "function_declaration": "fun",
+            "secondary_constructor": "constructor",
+            "type_alias": "typealias",
+        },
+        frozenset({"class_declaration", "object_declaration", "companion_object"}),
+        namer=_kotlin_name,
+        kind=_kotlin_kind,
+        members=lambda node: _first_child(node, ("class_body", "enum_class_body")),
+    ),
+    "scala": Rules(
+        {
+            "class_definition": "class",
+            "object_definition": "object",
+            "trait_definition": "trait",
+            "enum_definition": "enum",
+            "function_definition": "def",
+            "function_declaration": "def",
+            "given_definition": "given",
+            "type_definition": "type",
+        },
+        frozenset({"class_definition", "object_definition", "trait_definition", "enum_definition"}),
+    ),
+    "toml": Rules({"table": "", "table_array_element": ""}, namer=_toml_name),
+    # Data: no definitions, but `bounded` splits them along their syntax, and semantic chunks
+    # are packed by whole lines under the cap.
+    "json": Rules({}),
+    "yaml": Rules({}),
 }
 
 

@@ -23,6 +23,7 @@ class _Walker:
         self.cap = cap
 
     def semantic(self, children: list[Node], trail: tuple[str, ...]) -> list[Piece]:
+        children = _in_place(children, self.parsed.rules.transparent)
         pieces: list[Piece] = []
         covered = -1  # the last row already in a piece
         comments_from: int | None = None  # the first row of the comments right above
@@ -38,7 +39,8 @@ class _Walker:
                         comments_from = start
                     comments_to = end
                 else:
-                    comments_from = None
+                    comments_from = _trailing_comments(child, start)
+                    comments_to = end
                 self._add_gap(pieces, start, end, trail)
                 covered = end
                 continue
@@ -102,3 +104,35 @@ class _Walker:
             else:
                 last.end = end
         return members
+
+
+def _trailing_comments(node: Node, start: int) -> int | None:
+    """The first row of the comments a node ends with, on lines of their own (Kotlin's grammar
+    puts the comment above a class into the package or import header before it)."""
+    children = list(node.named_children)
+    while children and children[-1].type not in COMMENTS:  # down the last child: import_list > import_header
+        children = list(children[-1].named_children)
+    count = 0
+    while count < len(children) and children[-1 - count].type in COMMENTS:
+        count += 1
+    if count == 0:
+        return None
+    code_ends = max([last_row(c) for c in children[: len(children) - count]], default=start)
+    first = children[-count].start_point[0]
+    while first <= code_ends and count > 1:  # a comment on a line of code stays with the code
+        count -= 1
+        first = children[-count].start_point[0]
+    return first if first > code_ends else None
+
+
+def _in_place(children: list[Node], transparent: frozenset[str]) -> list[Node]:
+    """The children, each transparent one (an include guard) replaced by its own children."""
+    if not transparent or not any(child.type in transparent for child in children):
+        return children
+    out: list[Node] = []
+    for child in children:
+        if child.type in transparent:
+            out.extend(_in_place(list(child.children), transparent))
+        else:
+            out.append(child)
+    return out
