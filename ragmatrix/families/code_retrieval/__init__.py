@@ -4,10 +4,13 @@
 - `chunking`: lines, syntax-tree definitions (capped), or bounded syntax-aware chunks (a
   package: line windows, semantic and bounded chunks, the language table, context headers);
 - `query_file`: the Rust embedding benchmark's query files, each query a case;
-- `retrieval`: the index, the ranking and the file- and answer-level scores.
+- `retrieval`: the index, the ranking and the file- and answer-level scores;
+- `rust_tool`: the Rust embedding benchmark's answer metrics, as it computes them;
+- `report`: what each model read of its chunks, and the Rust tool's table, in the leaderboard.
 """
 
 from ragmatrix.families.base import Family, Headline
+from ragmatrix.families.code_retrieval import report
 from ragmatrix.families.code_retrieval.query_file import expand_query_file
 from ragmatrix.families.code_retrieval.retrieval import (
     SCORING_VERSION,
@@ -35,4 +38,6 @@ FAMILY = Family(
     case_source=expand_query_file,
     check=check,
     new_session=new_session,
+    report_sections=(report.section,),
+    terminal_notes=report.terminal_notes,
 )
