@@ -43,9 +43,7 @@ def covers_every_line_with_code(chunks: list[Chunk], text: str) -> bool:
     lines = text.split("\n")
     covered = {row for c in chunks for row in range(c.start, c.end + 1)}
     return all(
-        row in covered
-        for row, line in enumerate(lines, start=1)
-        if re.search(r"\w", line) and line.strip() != "end"
+        row in covered for row, line in enumerate(lines, start=1) if re.search(r"\w", line) and line.strip() != "end"
     )
 
 

@@ -198,9 +198,7 @@ def resolve_expected(case: Any, corpus: Corpus) -> tuple[dict[str, str], list[st
     return resolve_files(case.expected.expected_files, corpus, case.input.search, case.input.query_type)
 
 
-def resolve_files(
-    names: list[str], corpus: Corpus, search: str, query_type: str
-) -> tuple[dict[str, str], list[str]]:
+def resolve_files(names: list[str], corpus: Corpus, search: str, query_type: str) -> tuple[dict[str, str], list[str]]:
     """`resolve_expected` for a query not yet a case (one of a query file)."""
     resolved: dict[str, str] = {}
     problems: list[str] = []

@@ -146,7 +146,7 @@ class Rules:
             if inner is None:
                 return None
         word = self.definitions.get(inner.type)
-        if word is None:
+        if word is None or not inner.is_named:  # Ruby's keyword `class` is no class
             return None
         if inner.type in ("lexical_declaration", "variable_declaration") and not holds_function(inner):
             return None
