@@ -14,7 +14,10 @@ Scores (names after MTEB and ranx, all in 0..1):
   contains one of `answer_keywords` (case-sensitive) or overlaps `answer_lines`, or when it
   matches one of `answer_regions` (the Rust embedding benchmark's form, see `AnswerRegion`):
   `answer_hit_at_1`, `answer_hit_at_3`, `answer_hit_at_5`, `answer_mrr_at_10`. A case with
-  `answer_regions: []` has no answer ground truth, and its rows leave these out.
+  `answer_regions: []` has no answer ground truth, and its rows leave these out;
+- beside them, under `rust_tool`, the Rust embedding benchmark's own answer metrics, computed
+  as it computes them (`rust_tool`), to set beside its published tables;
+- the index: chunk sizes against the cap, and against the tokens the model reads (`_stats`).
 
 Expected files may be named by a unique suffix of their path. With `search: by_type`, a code
 query ranks only code files and a doc query only documentation (`DOC_EXTENSIONS`), as that tool
