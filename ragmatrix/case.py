@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class CaseInputError(Exception):
@@ -32,6 +32,14 @@ class Problem:
     def line(self) -> str:
         where = f"case '{self.case}'" if self.case else "file"
         return f"{self.file}: {where}: {self.message}"
+
+
+class Skipped(NamedTuple):
+    """A case that a source of cases holds (a query of a query file) but that cannot run under
+    the case's rules, as the source's own tool skips it: left out with a warning, not an error."""
+
+    case: str
+    reason: str
 
 
 @dataclass(frozen=True)

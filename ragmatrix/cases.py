@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ragmatrix.case import Case, Problem
+from ragmatrix.case import Case, Problem, Skipped
 from ragmatrix.families import family_named
 from ragmatrix.yamlfile import YamlFileError, error_line, field_errors, read_yaml
 
@@ -75,6 +75,7 @@ class Suite:
     cases: dict[str, list[Case]] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    skipped: list[Problem] = field(default_factory=list)  # cases a source holds but that cannot run
 
 
 def data_files(data_dir: Path) -> list[Path]:
@@ -105,7 +106,9 @@ def load_suite(
                 continue
             assert family is not None and given is not None
             raw_cases, source_problems = _from_source(family, given, path.parent.resolve())
-            suite.problems += [Problem(rel, name, message, family) for name, message in source_problems]
+            for entry in source_problems:
+                found = suite.skipped if isinstance(entry, Skipped) else suite.problems
+                found.append(Problem(rel, entry[0], entry[1], family))
             for raw_case in raw_cases:
                 name = raw_case.get("case")
                 if isinstance(name, str) and (family, name) in first_seen:

@@ -440,6 +440,11 @@ class SessionEnd:
         terminalreporter.section("ragmatrix leaderboard")
         for line in self.unreported:
             write(f"case problem: {line}", red=True)
+        skipped = state.suite.skipped
+        for problem in skipped:
+            write(f"warning: {problem.line()}", yellow=True)
+        if skipped:
+            write(f"{len(skipped)} case(s) skipped, one line each above; the other cases ran", yellow=True)
         for note in self.store_notes:
             write(f"store: {note}", yellow=True)
         from ragmatrix.report import remembered_stats

@@ -8,10 +8,26 @@ import textwrap
 import pytest
 from pydantic import ValidationError
 
-from ragmatrix.families.code_retrieval.chunking import Chunk, Chunking, chunk_file, line_chunks, markdown_sections
-from ragmatrix.families.code_retrieval.corpus import stdlib_root
+from ragmatrix.families.code_retrieval.chunking import (
+    Chunk,
+    Chunking,
+    NoGrammarWarning,
+    chunk_corpus,
+    chunk_file,
+    forget_reported,
+    language_of,
+    line_chunks,
+    markdown_sections,
+)
+from ragmatrix.families.code_retrieval.corpus import Corpus, SourceFile, stdlib_root
 
 SEMANTIC = Chunking(strategy="semantic")
+
+
+@pytest.fixture(autouse=True)
+def new_session():
+    """Files with no grammar are reported once per session: each test is a session of its own."""
+    forget_reported()
 
 
 def spans(chunks: list[Chunk]) -> list[tuple[int, int, str]]:
@@ -23,9 +39,12 @@ def source(text: str) -> str:
 
 
 def covers_every_line_with_code(chunks: list[Chunk], text: str) -> bool:
+    """Every line with a word on it is in a chunk, except a lone `end` (Ruby's closing word)."""
     lines = text.split("\n")
     covered = {row for c in chunks for row in range(c.start, c.end + 1)}
-    return all(row in covered for row, line in enumerate(lines, start=1) if re.search(r"\w", line))
+    return all(
+        row in covered for row, line in enumerate(lines, start=1) if re.search(r"\w", line) and line.strip() != "end"
+    )
 
 
 # --- line windows ------------------------------------------------------------------------------
@@ -258,6 +277,203 @@ SNIPPETS = {
         """,
         [(1, 1, ""), (3, 6, "struct point"), (8, 11, "function norm"), (13, 15, "function add")],
     ),
+    "geo/point.rb": (
+        """
+        require "json"
+
+        # A point on a plane.
+        class Point
+          attr_reader :x, :y
+
+          def initialize(x, y)
+            @x = x
+            @y = y
+          end
+
+          def norm
+            Math.sqrt(x * x + y * y)
+          end
+        end
+
+        module Geo
+          def self.add(a, b)
+            a + b
+          end
+        end
+        """,
+        [
+            (1, 1, ""),
+            (3, 5, "class Point"),
+            (7, 10, "class Point > def initialize"),
+            (12, 14, "class Point > def norm"),
+            (17, 17, "module Geo"),
+            (18, 20, "module Geo > def self.add"),  # the lone `end`s are no chunks
+        ],
+    ),
+    "geo/Point.kt": (
+        """
+        package geo
+
+        /** A point on a plane. */
+        data class Point(val x: Double, val y: Double) {
+            val size = 2
+
+            fun norm(): Double {
+                return Math.hypot(x, y)
+            }
+
+            companion object {
+                fun zero() = Point(0.0, 0.0)
+            }
+        }
+
+        fun add(a: Int, b: Int): Int {
+            return a + b
+        }
+        """,
+        [
+            (1, 1, ""),
+            (3, 5, "class Point"),  # the grammar puts the comment in the package header; it joins the class
+            (7, 9, "class Point > fun norm"),
+            (11, 11, "class Point > companion object"),
+            (12, 12, "class Point > companion object > fun zero"),
+            (16, 18, "fun add"),
+        ],
+    ),
+    "geo/point.cpp": (
+        """
+        #include <cmath>
+
+        namespace geo {
+
+        // A point on a plane.
+        class Point {
+         public:
+          double norm() const {
+            return std::hypot(x_, y_);
+          }
+
+         private:
+          double x_;
+          double y_;
+        };
+
+        template <typename T>
+        T add(T a, T b) {
+          return a + b;
+        }
+
+        }  // namespace geo
+
+        double area(const geo::Point& p) { return 0; }
+        """,
+        [
+            (1, 1, ""),
+            (3, 7, "namespace geo > class Point"),
+            (8, 10, "namespace geo > class Point > function norm"),
+            (12, 15, "namespace geo > class Point"),
+            (17, 20, "namespace geo > function add"),
+            (22, 22, "namespace geo"),
+            (24, 24, "function area"),
+        ],
+    ),
+    "geo/Point.php": (
+        """
+        <?php
+
+        namespace Geo;
+
+        /** A point on a plane. */
+        class Point
+        {
+            private float $x;
+
+            public function __construct(float $x)
+            {
+                $this->x = $x;
+            }
+
+            public function norm(): float
+            {
+                return abs($this->x);
+            }
+        }
+
+        function add(int $a, int $b): int
+        {
+            return $a + $b;
+        }
+        """,
+        [
+            (1, 3, ""),
+            (5, 8, "class Point"),
+            (10, 13, "class Point > function __construct"),
+            (15, 18, "class Point > function norm"),
+            (21, 24, "function add"),
+        ],
+    ),
+    "Geo/Point.swift": (
+        """
+        import Foundation
+
+        /// A point on a plane.
+        struct Point {
+            var x: Double
+            var y: Double
+
+            func norm() -> Double {
+                return (x * x + y * y).squareRoot()
+            }
+        }
+
+        protocol Shape {
+            func area() -> Double
+        }
+
+        func add(_ a: Int, _ b: Int) -> Int {
+            return a + b
+        }
+        """,
+        [
+            (1, 1, ""),
+            (3, 6, "struct Point"),
+            (8, 10, "struct Point > func norm"),
+            (13, 13, "protocol Shape"),
+            (14, 14, "protocol Shape > func area"),
+            (17, 19, "func add"),
+        ],
+    ),
+    "geo/Point.scala": (
+        """
+        package geo
+
+        /** A point on a plane. */
+        case class Point(x: Double, y: Double) {
+          val size = 2
+
+          def norm: Double = math.hypot(x, y)
+
+          def scale(k: Double): Point = {
+            Point(x * k, y * k)
+          }
+        }
+
+        object Point {
+          def zero: Point = Point(0, 0)
+        }
+
+        def add(a: Int, b: Int): Int = a + b
+        """,
+        [
+            (1, 1, ""),
+            (3, 5, "class Point"),
+            (7, 7, "class Point > def norm"),
+            (9, 11, "class Point > def scale"),
+            (14, 14, "object Point"),
+            (15, 15, "object Point > def zero"),
+            (18, 18, "def add"),
+        ],
+    ),
 }
 
 
@@ -310,9 +526,130 @@ def test_markdown_is_cut_at_headings_with_the_heading_trail_and_ignores_fenced_c
 
 def test_other_files_fall_back_to_line_windows_with_the_file_header():
     text = "\n".join(f"setting_{n} = {n}" for n in range(1, 8))
-    chunks = chunk_file("conf/app.ini", text, Chunking(strategy="semantic", lines=3, overlap=1))
+    with pytest.warns(NoGrammarWarning, match=r"no grammar parses \.ini files \(conf/app\.ini is the first\)"):
+        chunks = chunk_file("conf/app.ini", text, Chunking(strategy="semantic", lines=3, overlap=1))
     assert [(c.start, c.end) for c in chunks] == [(1, 3), (3, 5), (5, 7)]
     assert chunks[0].text == "[file: conf/app.ini]\nsetting_1 = 1\nsetting_2 = 2\nsetting_3 = 3"
+
+
+def test_a_file_with_no_grammar_is_reported_once_per_session_and_extension():
+    corpus = Corpus(
+        "path conf",
+        stdlib_root(),
+        tuple(
+            SourceFile(path, "key = 1\nother = 2\n")
+            for path in ("a.ini", "b.ini", "c.cfg", "Makefile", "d.py", "e.rb", "f.toml", "g.ini")
+        ),
+        "fingerprint",
+    )
+    with pytest.warns(NoGrammarWarning) as caught:
+        chunk_corpus(corpus, SEMANTIC)
+        chunk_corpus(corpus, Chunking(strategy="bounded"))  # the same session: said already
+    said = [str(w.message) for w in caught if issubclass(w.category, NoGrammarWarning)]
+    assert said == [
+        "code retrieval: no grammar parses .ini files (a.ini is the first): they are cut by lines, not along "
+        "their syntax",
+        "code retrieval: no grammar parses .cfg files (c.cfg is the first): they are cut by lines, not along "
+        "their syntax",
+        "code retrieval: no grammar parses (no extension) files (Makefile is the first): they are cut by lines, "
+        "not along their syntax",
+    ]
+    with pytest.warns(NoGrammarWarning):  # line windows need no grammar, but a new session says it again
+        forget_reported()
+        chunk_corpus(corpus, SEMANTIC)
+
+
+def test_the_line_strategy_reports_nothing(recwarn):
+    chunk_file("conf/app.ini", "a = 1\n", Chunking(strategy="line"))
+    assert not [w for w in recwarn if issubclass(w.category, NoGrammarWarning)]
+
+
+C_HEADER = source(
+    """
+    #ifndef GEO_H
+    #define GEO_H
+
+    #ifdef __cplusplus
+    extern "C" {
+    #endif
+
+    /* A point. */
+    struct point {
+        double x;
+    };
+
+    double norm(const struct point *p);
+
+    static inline int add(int a, int b) {
+        return a + b;
+    }
+
+    #ifdef __cplusplus
+    }
+    #endif
+
+    #endif
+    """
+)
+CPP_HEADER = source(
+    """
+    #include <vector>
+
+    namespace geo {
+    class Shape {
+     public:
+      virtual double area() const = 0;
+    };
+    }
+    """
+)
+
+
+def test_a_dot_h_file_is_cpp_when_its_text_says_so_else_c():
+    assert language_of("geo/point.h", C_HEADER) == "c"
+    assert language_of("geo/shape.h", CPP_HEADER) == "cpp"
+    assert language_of("geo/shape.h") == "c"  # without its text
+    assert language_of("geo/shape.hpp") == language_of("geo/shape.cc") == "cpp"
+    # the include guard and `extern "C"` are walked through: the definitions inside are chunks
+    assert spans(chunk_file("geo/point.h", C_HEADER, SEMANTIC)) == [
+        (1, 6, ""),
+        (8, 11, "struct point"),
+        (13, 13, ""),
+        (15, 17, "function add"),
+        (19, 23, ""),
+    ]
+    contexts = [c.context for c in chunk_file("geo/shape.h", CPP_HEADER, SEMANTIC)]
+    assert "namespace geo > class Shape" in contexts
+
+
+def test_toml_tables_are_definitions_and_data_files_are_cut_along_their_syntax(recwarn):
+    toml = source(
+        """
+        # The crate.
+        [package]
+        name = "geo"
+        version = "1.0"
+
+        [dependencies.serde]
+        version = "1"
+
+        [[bin]]
+        name = "geo"
+        """
+    )
+    assert spans(chunk_file("Cargo.toml", toml, SEMANTIC)) == [
+        (1, 4, "[package]"),
+        (6, 7, "[dependencies.serde]"),
+        (9, 10, "[[bin]]"),
+    ]
+    data = '{"name": "geo",\n "scripts": {\n' + ",\n".join(f'  "s{n}": "run {n}"' for n in range(30)) + "\n }\n}\n"
+    workflow = "on: push\njobs:\n  test:\n    steps:\n" + "".join(f"      - run: step {n}\n" for n in range(30))
+    for path, text in (("package.json", data), (".github/ci.yml", workflow)):
+        for strategy in ("semantic", "bounded"):
+            chunks = chunk_file(path, text, Chunking(strategy=strategy, max_chars=60))
+            assert len(chunks) > 3 and all(code_size(c) <= 60 for c in chunks)
+            assert covers_every_line_with_code(chunks, text)
+    assert not [w for w in recwarn if issubclass(w.category, NoGrammarWarning)]
 
 
 # --- bounded -----------------------------------------------------------------------------------
@@ -397,7 +734,8 @@ def test_bounded_caps_markdown_sections_and_unparsed_files():
     chunks = chunk_file("notes.md", text, Chunking(strategy="bounded", max_chars=80))
     assert all(code_size(c) <= 80 for c in chunks)
     assert {c.context for c in chunks} == {"Title", "Title > Next"}
-    plain = chunk_file("notes.txt", text, Chunking(strategy="bounded", max_chars=80))
+    with pytest.warns(NoGrammarWarning):
+        plain = chunk_file("notes.txt", text, Chunking(strategy="bounded", max_chars=80))
     assert all(code_size(c) <= 80 for c in plain) and covers_every_line_with_code(plain, text)
 
 

@@ -14,9 +14,10 @@ from project import REPO, write
 
 from ragmatrix.cases import expand_case, load_suite
 from ragmatrix.families.code_retrieval import retrieval as code_retrieval
-from ragmatrix.families.code_retrieval.breakdowns import breakdown_value, group_rows
 from ragmatrix.families.code_retrieval.chunking import Chunk
 from ragmatrix.families.code_retrieval.query_file import expand_query_file, slug
+from ragmatrix.report.aggregate import breakdown_values
+from ragmatrix.rows import Row
 
 CORPUS = {
     "crates/matcher/src/lib.rs": """
@@ -248,17 +249,19 @@ def test_every_error_of_a_query_is_listed_at_once_and_the_other_queries_still_lo
     broken = json.loads(json.dumps(QUERY_FILE))
     broken["queries"][1] |= {"query_type": "Tests", "difficulty": "Easy", "expected_files": []}
     del broken["queries"][1]["description"]
-    broken["queries"][2]["expected_files"] = ["lib.rs"]  # two crates have one
+    broken["queries"][2]["expected_files"] = ["lib.rs"]  # two crates have one: skipped, not an error
     data = make_project(tmp_path, broken, CASES.split("  - case: typed")[0])
     suite = load_suite(data, ["code_retrieval"], root=tmp_path)
-    lines = [p.line() for p in suite.problems]
-    assert lines == [
+    assert [p.line() for p in suite.problems] == [
         "benchmark/data/code_retrieval_data.yaml: case 'minigrep.json_output_printer': query 2 of "
         "queries/minigrep.json: query_type: Value error, 'Tests' is not Code or Doc; difficulty: Value error, "
         "'Easy' is not Simple, Medium, Hard or ExtraHard; expected_files: List should have at least 1 item after "
         "validation, not 0; description: missing field",
-        "benchmark/data/code_retrieval_data.yaml: case 'minigrep.how_do_i_install_ripgrep': expected file lib.rs "
-        "is ambiguous in the corpus (path mini): crates/matcher/src/lib.rs, crates/regex/src/lib.rs",
+    ]
+    assert [p.line() for p in suite.skipped] == [
+        "benchmark/data/code_retrieval_data.yaml: case 'minigrep.how_do_i_install_ripgrep': query 3 of "
+        "queries/minigrep.json skipped: expected file lib.rs is ambiguous in the corpus (path mini): "
+        "crates/matcher/src/lib.rs, crates/regex/src/lib.rs",
     ]
     assert len(suite.cases["code_retrieval"]) == 2
 
@@ -279,15 +282,67 @@ def test_slugs_are_case_names():
     assert slug("???") == "query"
 
 
-def test_search_by_type_rejects_an_expected_file_of_the_other_type(tmp_path):
+def test_a_query_the_tool_would_skip_is_skipped_with_one_line_and_the_rest_load(tmp_path):
     query_file = json.loads(json.dumps(QUERY_FILE))
     query_file["queries"][2]["expected_files"] = ["crates/printer/src/json.rs"]  # a doc query, a code file
+    query_file["queries"][3]["expected_files"] = ["docs/missing.md"]  # in neither case's corpus
     data = make_project(tmp_path, query_file)
-    lines = [p.line() for p in load_suite(data, ["code_retrieval"], root=tmp_path).problems]
-    assert lines == [
-        "benchmark/data/code_retrieval_data.yaml: case 'typed.how_do_i_install_ripgrep': expected file "
-        "crates/printer/src/json.rs is code, but a doc query with search: by_type ranks documentation only"
+    suite = load_suite(data, ["code_retrieval"], root=tmp_path)
+    assert suite.problems == []
+    assert [p.line() for p in suite.skipped] == [
+        "benchmark/data/code_retrieval_data.yaml: case 'minigrep.which_environment_variable_names_the': query 4 "
+        "of queries/minigrep.json skipped: expected file docs/missing.md is not in the corpus (path mini)",
+        "benchmark/data/code_retrieval_data.yaml: case 'typed.how_do_i_install_ripgrep': query 3 of "
+        "queries/minigrep.json skipped: expected file crates/printer/src/json.rs is code, but a doc query with "
+        "search: by_type ranks documentation only",
+        "benchmark/data/code_retrieval_data.yaml: case 'typed.which_environment_variable_names_the': query 4 "
+        "of queries/minigrep.json skipped: expected file docs/missing.md is not in the corpus (path mini)",
     ]
+    assert sorted(c.name for c in suite.cases["code_retrieval"]) == [
+        "minigrep.how_do_i_install_ripgrep",
+        "minigrep.json_output_printer",
+        "minigrep.regex_matcher_implementation",
+        "typed.json_output_printer",
+        "typed.regex_matcher_implementation",
+    ]
+
+
+def test_a_case_of_the_data_file_that_cannot_be_scored_is_still_a_problem(tmp_path):
+    data = make_project(tmp_path)
+    (data / "code_retrieval_data.yaml").write_text(
+        "code_retrieval:\n"
+        "  - case: own\n"
+        "    input:\n"
+        "      corpus: {path: mini}\n"
+        "      chunking: {semantic: {strategy: semantic}}\n"
+        "      query: where is the JSON printer\n"
+        "      search: by_type\n"
+        "    expected: {expected_files: [src/json.rs], answer_keywords: [JSON]}\n"
+    )
+    suite = load_suite(data, ["code_retrieval"], root=tmp_path)
+    assert [p.line() for p in suite.problems] == [
+        "benchmark/data/code_retrieval_data.yaml: case 'own': input: Value error, search: by_type needs a "
+        "query_type (code or doc)"
+    ]
+    assert suite.skipped == []
+
+
+def test_query_type_and_difficulty_are_optional_and_unspecified_when_missing(tmp_path):
+    query_file = json.loads(json.dumps(QUERY_FILE))
+    for query in query_file["queries"]:
+        del query["query_type"], query["difficulty"]
+    data = make_project(tmp_path, query_file)
+    suite = load_suite(data, ["code_retrieval"], root=tmp_path)
+    assert suite.problems == []
+    cases = suite.cases["code_retrieval"]
+    assert {(c.input.query_type, c.input.difficulty) for c in cases} == {("unspecified", "unspecified")}
+    assert {c.name.split(".")[0] for c in cases} == {"minigrep"}  # search: all runs them
+    # search: by_type cannot rank a query of no type: each of the typed case's queries is skipped
+    assert [p.line().split(": ", 2)[2] for p in suite.skipped] == [
+        f"query {n} of queries/minigrep.json skipped: search: by_type needs its query_type (Code or Doc)"
+        for n in range(1, 5)
+    ]
+    assert "query_type" not in cases[0].raw["input"]  # nothing invented: the result key is as written
 
 
 # --- end to end, with breakdowns -----------------------------------------------------------------
@@ -316,8 +371,51 @@ def test_a_query_file_runs_end_to_end_and_rows_carry_type_difficulty_and_tags(pr
     assert (matcher["query_type"], matcher["difficulty"], matcher["tags"]) == ("code", "easy", ["rust"])
     assert matcher["top_files"][0]["expected"] is True
     # grouped by query type: 4 code and 4 doc rows
-    groups = group_rows(rows, "query_type")
-    assert {value: len(members) for value, members in groups.items()} == {"code": 4, "doc": 4}
-    assert set(group_rows(rows, "difficulty")) == {"easy", "medium", "hard", "extra_hard"}
-    assert {value: len(members) for value, members in group_rows(rows, "tags").items()} == {"rust": 4}
-    assert breakdown_value(rows[0], "nothing") is None
+    typed = [Row.model_validate(r) for r in rows]
+
+    def groups(field):
+        counts = {}
+        for row in typed:
+            for value in breakdown_values(row, field):
+                counts[value] = counts.get(value, 0) + 1
+        return counts
+
+    assert groups("query_type") == {"code": 4, "doc": 4}
+    assert set(groups("difficulty")) == {"easy", "medium", "hard", "extra_hard"}
+    assert groups("tags") == {"rust": 4}
+    assert breakdown_values(typed[0], "nothing") == []
+
+
+def test_a_skipped_query_is_one_warning_line_counted_in_the_summary_and_the_rest_runs(project):
+    query_file = json.loads(json.dumps(QUERY_FILE))
+    query_file["queries"][2]["expected_files"] = ["crates/printer/src/json.rs"]  # skipped under by_type
+    make_project(project.path, query_file)
+    result = project.runpytest("benchmark", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=7)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "warning: benchmark/data/code_retrieval_data.yaml: case 'typed.how_do_i_install_ripgrep': query 3 of "
+            "queries/minigrep.json skipped: expected file crates/printer/src/json.rs is code, but a doc query "
+            "with search: by_type ranks documentation only",
+            "1 case(s) skipped, one line each above; the other cases ran",
+        ]
+    )
+
+
+def test_rows_of_queries_without_type_carry_none_and_the_breakdowns_leave_them_out(project):
+    query_file = json.loads(json.dumps(QUERY_FILE))
+    for query in query_file["queries"][:2]:
+        del query["query_type"], query["difficulty"]
+    make_project(project.path, query_file, CASES.split("  - case: typed")[0])
+    project.runpytest("benchmark", "-p", "no:cacheprovider").assert_outcomes(passed=4)
+    path = project.path / "benchmark" / "results" / "code_retrieval.jsonl"
+    rows = [Row.model_validate(json.loads(line)) for line in path.read_text().splitlines()]
+    untyped = [r for r in rows if r.case in ("minigrep.regex_matcher_implementation", "minigrep.json_output_printer")]
+    assert len(untyped) == 2
+    assert all("query_type" not in r.iterations[0].details for r in untyped)
+    from ragmatrix.report.aggregate import aggregate
+
+    table = aggregate({"code_retrieval": rows}).families[0]
+    by_type = {(b.value, b.items) for b in table.breakdowns if b.field == "query_type"}
+    assert by_type == {("doc", 2)}  # the two typed queries; the untyped ones are in no group

@@ -83,7 +83,8 @@ class Family:
     first_texts: Callable[[Case, Any], tuple[list[str], list[str]]] | None = None
     # A case that names a source of cases (a query file, a dataset) as the raw cases it holds:
     # `case_source(raw, directory) -> (raw cases, [(case name, problem), ...])`. A raw case that
-    # names no source is returned as it is.
+    # names no source is returned as it is. A pair that is a `ragmatrix.case.Skipped` is a case
+    # left out with a warning line instead of a problem (the source's own tool skips it).
     case_source: Callable[[dict[str, Any], Path], tuple[list[dict[str, Any]], list[tuple[str, str]]]] | None = None
     # Checks of an expanded case at collection, against what it reads (its corpus): each line is
     # a problem shown with the case, and the case does not run.
@@ -95,3 +96,6 @@ class Family:
     # are the file names its plots drew.
     report_sections: Sequence[Callable[[Any, list[str]], list[Any]]] = field(default=())
     plots: Sequence[Plot] = field(default=())
+    # Lines the terminal summary shows under this family's tables (its own small tables, its
+    # warnings): `terminal_notes(table) -> lines`.
+    terminal_notes: Callable[[Any], list[str]] | None = None

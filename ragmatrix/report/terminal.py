@@ -21,6 +21,8 @@ def render(tables: Tables, variants: bool = False) -> list[str]:
         out += family_table(table)
         out += metric_tables(table)
         out += breakdown_tables(table)
+        if table.descriptor is not None and table.descriptor.terminal_notes is not None:
+            out += table.descriptor.terminal_notes(table)  # the family's own lines
         if variants:
             out += variant_tests(table)
     return out

@@ -1,20 +1,23 @@
 """Code retrieval: can a model find the code that answers a question in a real codebase?
 
 - `corpus`: which files a case reads, listed once per session, and their fingerprint;
-- `chunking`: lines, syntax-tree definitions (capped), or bounded syntax-aware chunks;
+- `chunking`: lines, syntax-tree definitions (capped), or bounded syntax-aware chunks (a
+  package: line windows, semantic and bounded chunks, the language table, context headers);
 - `query_file`: the Rust embedding benchmark's query files, each query a case;
 - `retrieval`: the index, the ranking and the file- and answer-level scores;
-- `breakdowns`: rows grouped by query type, difficulty or tag.
+- `rust_tool`: the Rust embedding benchmark's answer metrics, as it computes them;
+- `report`: what each model read of its chunks, and the Rust tool's table, in the leaderboard.
 """
 
 from ragmatrix.families.base import Family, Headline
-from ragmatrix.families.code_retrieval.corpus import forget
+from ragmatrix.families.code_retrieval import report
 from ragmatrix.families.code_retrieval.query_file import expand_query_file
 from ragmatrix.families.code_retrieval.retrieval import (
     SCORING_VERSION,
     CodeRetrievalCase,
     check,
     corpus_fingerprint,
+    new_session,
     score,
     search,
 )
@@ -34,5 +37,7 @@ FAMILY = Family(
     breakdowns=("query_type", "difficulty", "tags"),
     case_source=expand_query_file,
     check=check,
-    new_session=forget,
+    new_session=new_session,
+    report_sections=(report.section,),
+    terminal_notes=report.terminal_notes,
 )

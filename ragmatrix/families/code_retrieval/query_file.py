@@ -11,15 +11,19 @@ A case of the data file names the query file with its corpus and chunking:
       tags: [rust]                           # optional, for every query
 
 The file is JSON: `{"metadata": {"name", "description", "version"}, "queries": [...]}`. Each
-query has `query`, `query_type` (`Code` | `Doc`), `difficulty` (`Simple` | `Medium` | `Hard` |
-`ExtraHard`), `expected_files` (paths or unique suffixes), `description`, and optionally
-`answer_keywords` and `answer_lines` (`[start, end]`), or `answer_regions` (each with
-`keywords`, `lines` and `file_pattern`). The tool's rules for answers are kept: where
-`answer_regions` is given it alone counts (any region), otherwise the keywords and the lines
-form one region, and within a region every criterion given must hold.
+query has `query`, `expected_files` (paths or unique suffixes), `description`, optionally
+`query_type` (`Code` | `Doc`) and `difficulty` (`Simple` | `Medium` | `Hard` | `ExtraHard`),
+"unspecified" when missing, and optionally `answer_keywords` and `answer_lines`
+(`[start, end]`), or `answer_regions` (each with `keywords`, `lines` and `file_pattern`). The
+tool's rules for answers are kept: where `answer_regions` is given it alone counts (any region),
+otherwise the keywords and the lines form one region, and within a region every criterion given
+must hold.
 
 Each query becomes the case `<case>.<slug of its query>`; every error of a query is listed on
-one line with it.
+one line with it. A query that cannot be scored under the case's rules (an expected file that
+is not in the corpus, whose suffix is ambiguous, or that `search: by_type` does not rank for the
+query's type) is skipped, as the tool skips it: one `Skipped` line each, and the file's other
+queries run.
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ragmatrix.case import CaseInputError, Skipped
+from ragmatrix.families.code_retrieval.corpus import CorpusSpec, session_corpus
+from ragmatrix.families.code_retrieval.retrieval import resolve_files
 from ragmatrix.yamlfile import error_line, field_errors
 
 QUERY_FILE_FIELD = "query_file"
@@ -57,8 +64,8 @@ class Query(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1)
-    query_type: str
-    difficulty: str
+    query_type: str | None = None
+    difficulty: str | None = None
     expected_files: list[str] = Field(min_length=1)
     description: str
     answer_keywords: list[str] = Field(default_factory=list)
@@ -67,15 +74,15 @@ class Query(BaseModel):
 
     @field_validator("query_type")
     @classmethod
-    def known_type(cls, value: str) -> str:
-        if value.lower() not in _QUERY_TYPES:
+    def known_type(cls, value: str | None) -> str | None:
+        if value is not None and value.lower() not in _QUERY_TYPES:
             raise ValueError(f"'{value}' is not Code or Doc")
         return value
 
     @field_validator("difficulty")
     @classmethod
-    def known_difficulty(cls, value: str) -> str:
-        if value.lower() not in _DIFFICULTIES:
+    def known_difficulty(cls, value: str | None) -> str | None:
+        if value is not None and value.lower() not in _DIFFICULTIES:
             raise ValueError(f"'{value}' is not Simple, Medium, Hard or ExtraHard")
         return value
 
@@ -114,8 +121,9 @@ def slug(text: str, width: int = 48) -> str:
 
 
 def expand_query_file(raw: dict[str, Any], directory: Path) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
-    """The raw cases of a case that names a query file, and (case, problem) pairs; a case
-    naming no query file is returned as it is."""
+    """The raw cases of a case that names a query file, and (case, problem) pairs, a query
+    skipped as the tool skips it among them as a `Skipped` pair; a case naming no query file is
+    returned as it is."""
     raw_input = raw.get("input")
     if not isinstance(raw_input, dict) or QUERY_FILE_FIELD not in raw_input:
         return [raw], []
@@ -153,18 +161,36 @@ def expand_query_file(raw: dict[str, Any], directory: Path) -> tuple[list[dict[s
         except ValidationError as error:
             problems.append((case_name, f"query {number} of {relative}: {'; '.join(_errors(error))}"))
             continue
+        why = unscorable(query, given, directory)
+        if why is not None:
+            problems.append(Skipped(case_name, f"query {number} of {relative} skipped: {why}"))
+            continue
+        typed = {name: value for name in ("query_type", "difficulty") if (value := getattr(query, name)) is not None}
         cases.append(
             {
                 "case": case_name,
-                "input": {
-                    **given,
-                    "query": query.query,
-                    "query_type": query.query_type,
-                    "difficulty": query.difficulty,
-                },
+                "input": {**given, "query": query.query, **typed},
                 "expected": {"expected_files": query.expected_files, "answer_regions": query.regions()},
                 "description": query.description,
                 **metadata,
             }
         )
     return cases, problems
+
+
+def unscorable(query: Query, given: dict[str, Any], directory: Path) -> str | None:
+    """Why a query cannot be scored under the case's rules (the tool skips such a query), or
+    None. A corpus that cannot be read, or settings that are variants, are left to the checks of
+    the expanded cases."""
+    search = given.get("search", "all")
+    if search == "by_type" and query.query_type is None:
+        return "search: by_type needs its query_type (Code or Doc)"
+    try:
+        corpus = session_corpus(CorpusSpec.model_validate(given.get("corpus")), directory)
+    except (ValidationError, CaseInputError):
+        return None
+    if not isinstance(search, str):
+        return None
+    query_type = (query.query_type or "").lower()
+    problems = resolve_files(query.expected_files, corpus, search, query_type)[1]
+    return "; ".join(problems) if problems else None

@@ -14,7 +14,10 @@ Scores (names after MTEB and ranx, all in 0..1):
   contains one of `answer_keywords` (case-sensitive) or overlaps `answer_lines`, or when it
   matches one of `answer_regions` (the Rust embedding benchmark's form, see `AnswerRegion`):
   `answer_hit_at_1`, `answer_hit_at_3`, `answer_hit_at_5`, `answer_mrr_at_10`. A case with
-  `answer_regions: []` has no answer ground truth, and its rows leave these out.
+  `answer_regions: []` has no answer ground truth, and its rows leave these out;
+- beside them, under `rust_tool`, the Rust embedding benchmark's own answer metrics, computed
+  as it computes them (`rust_tool`), to set beside its published tables;
+- the index: chunk sizes against the cap, and against the tokens the model reads (`_stats`).
 
 Expected files may be named by a unique suffix of their path. With `search: by_type`, a code
 query ranks only code files and a doc query only documentation (`DOC_EXTENSIONS`), as that tool
@@ -32,8 +35,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragmatrix.case import CaseInputError
-from ragmatrix.families.code_retrieval.chunking import Chunk, Chunking, chunk_corpus
-from ragmatrix.families.code_retrieval.corpus import Corpus, CorpusSpec, session_corpus
+from ragmatrix.families.code_retrieval import rust_tool
+from ragmatrix.families.code_retrieval.chunking import Chunk, Chunking, chunk_corpus, forget_reported
+from ragmatrix.families.code_retrieval.corpus import Corpus, CorpusSpec, forget, session_corpus
 from ragmatrix.keys import canonical_json
 from ragmatrix.outcome import Outcome
 from ragmatrix.stats.metrics import hit_at_k, mrr_at_k, ranking_metrics
@@ -43,7 +47,10 @@ if TYPE_CHECKING:
 
 # Bump when scoring, chunking or the BM25 tokenizer changes: stored results are then recomputed.
 # 2: semantic chunks capped (SEMANTIC_CAP), expected files by suffix, answer regions.
-SCORING_VERSION = 2
+# 3: rows carry the Rust tool's answer metrics and the tokens a model never read; a missing
+#    query type or difficulty is "unspecified"; C, C++, Ruby, PHP, Swift, Kotlin, Scala, TOML,
+#    JSON and YAML are parsed (Python's chunks are unchanged).
+SCORING_VERSION = 3
 TOP_K = 10  # ranked files and chunks kept in each row, and the k of the @10 metrics
 # Files a doc query ranks under `search: by_type` (the Rust embedding benchmark's list, and
 # .markdown); every other file is code.
@@ -51,6 +58,9 @@ DOC_EXTENSIONS = frozenset({".md", ".markdown", ".rst", ".txt", ".adoc"})
 # Difficulty levels, and the names the Rust embedding benchmark writes for them.
 DIFFICULTIES = ("easy", "medium", "hard", "extra_hard")
 _DIFFICULTY_NAMES = {"simple": "easy", "extrahard": "extra_hard", "extra-hard": "extra_hard"}
+# A query type or difficulty the case does not give: rows then carry none, and the
+# leaderboard's breakdowns leave the case out of that breakdown.
+UNSPECIFIED: Literal["unspecified"] = "unspecified"
 
 
 def is_doc(path: str) -> bool:
@@ -64,10 +74,17 @@ class CodeQuery(BaseModel):
     corpus: CorpusSpec
     chunking: Chunking  # a dict of named strategies in the YAML: one variant each
     query: str = Field(min_length=1)
-    query_type: Literal["code", "doc"] = "code"  # asks for code, or for what its docs say
-    difficulty: Literal["easy", "medium", "hard", "extra_hard"] = "medium"
+    # asks for code, or for what its docs say
+    query_type: Literal["code", "doc", "unspecified"] = UNSPECIFIED
+    difficulty: Literal["easy", "medium", "hard", "extra_hard", "unspecified"] = UNSPECIFIED
     # all: rank every chunk; by_type: a code query ranks code files, a doc query documentation
     search: Literal["all", "by_type"] = "all"
+
+    @model_validator(mode="after")
+    def typed_when_by_type(self) -> CodeQuery:
+        if self.search == "by_type" and self.query_type == UNSPECIFIED:
+            raise ValueError("search: by_type needs a query_type (code or doc)")
+        return self
 
     @field_validator("query_type", "difficulty", mode="before")
     @classmethod
@@ -158,6 +175,12 @@ class CodeRetrievalCase(BaseModel):
 # --- the corpus and its index, once per session ------------------------------------------------
 
 
+def new_session() -> None:
+    """Forget the corpora listed and the files reported unparsed in the previous session."""
+    forget()
+    forget_reported()
+
+
 def corpus_of(case: Any) -> Corpus:
     """The case's corpus, listed once per session; a missing path, package or file is one line
     naming the case."""
@@ -175,20 +198,24 @@ def corpus_fingerprint(case: Any) -> str:
 def resolve_expected(case: Any, corpus: Corpus) -> tuple[dict[str, str], list[str]]:
     """Each expected file's path in the corpus (names may be unique suffixes), and a line for
     each name that is missing, ambiguous, or of the wrong type for a `by_type` search."""
+    return resolve_files(case.expected.expected_files, corpus, case.input.search, case.input.query_type)
+
+
+def resolve_files(names: list[str], corpus: Corpus, search: str, query_type: str) -> tuple[dict[str, str], list[str]]:
+    """`resolve_expected` for a query not yet a case (one of a query file)."""
     resolved: dict[str, str] = {}
     problems: list[str] = []
-    for name in case.expected.expected_files:
+    for name in names:
         path, why = corpus.resolve(name)
         if path is None:
             problems.append(str(why))
             continue
         resolved[name] = path
-        if case.input.search == "by_type" and is_doc(path) != (case.input.query_type == "doc"):
+        if search == "by_type" and is_doc(path) != (query_type == "doc"):
             kind = "documentation" if is_doc(path) else "code"
-            ranked = "documentation" if case.input.query_type == "doc" else "code"
+            ranked = "documentation" if query_type == "doc" else "code"
             problems.append(
-                f"expected file {path} is {kind}, but a {case.input.query_type} query with search: by_type "
-                f"ranks {ranked} only"
+                f"expected file {path} is {kind}, but a {query_type} query with search: by_type ranks {ranked} only"
             )
     return resolved, problems
 
@@ -270,14 +297,25 @@ def _stats(model: Any, chunks: list[Chunk], texts: list[str], chunking: Chunking
     limit = getattr(model, "context_limit", None)
     counting = getattr(model, "token_counts", None)
     counts = counting(texts) if limit and counting is not None else None
-    if counts is not None:
-        ordered = sorted(counts)
-        stats["token_limit"] = limit
-        stats["chunks_over_limit"] = sum(1 for n in counts if n > limit)
-        if ordered:
-            stats["median_chunk_tokens"] = ordered[len(ordered) // 2]
-            stats["p95_chunk_tokens"] = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-            stats["longest_chunk_tokens"] = ordered[-1]
+    if counts is not None and limit:
+        stats |= token_stats(counts, int(limit))
+    return stats
+
+
+def token_stats(counts: list[int], limit: int) -> dict[str, int]:
+    """Chunk sizes in a model's tokens against the tokens it reads: how many chunks it cuts,
+    and how many of their tokens it never reads."""
+    ordered = sorted(counts)
+    stats = {
+        "token_limit": limit,
+        "chunks_over_limit": sum(1 for n in counts if n > limit),
+        "chunk_tokens": sum(counts),
+        "unread_tokens": sum(n - limit for n in counts if n > limit),
+    }
+    if ordered:
+        stats["median_chunk_tokens"] = ordered[len(ordered) // 2]
+        stats["p95_chunk_tokens"] = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+        stats["longest_chunk_tokens"] = ordered[-1]
     return stats
 
 
@@ -385,10 +423,15 @@ def metrics(case: Any, ranking: Ranking, k: int = TOP_K) -> dict[str, float]:
     return {name: round(value, 6) for name, value in values.items()}
 
 
+# What a case says it is, the leaderboard's breakdowns (with its tags); a row holds only those given.
+TYPED = ("query_type", "difficulty")
+
+
 def score(case: Any, ranking: Ranking) -> Outcome:
     """File-level nDCG@10 is the score; every metric, and the top files and chunks with their
     scores, go into the details, so a failed query can be read off its row. The query type,
-    difficulty and tags go there too: the leaderboard breaks results down by them."""
+    difficulty and tags go there too: the leaderboard breaks results down by them. Beside
+    this project's metrics, the Rust tool's answer metrics as it computes them (`rust_tool`)."""
     values = metrics(case, ranking)
     expected = ranking.expected or {name: name for name in case.expected.expected_files}
     wanted = set(expected.values())
@@ -408,14 +451,11 @@ def score(case: Any, ranking: Ranking) -> Outcome:
         if chunk.context:
             entry["context"] = chunk.context
         top_chunks.append(entry)
-    details: dict[str, Any] = {
-        "metrics": values,
-        "query_type": case.input.query_type,
-        "difficulty": case.input.difficulty,
-        "top_files": top_files,
-        "top_chunks": top_chunks,
-        "index": ranking.stats,
-    }
+    details: dict[str, Any] = {"metrics": values}
+    details |= {name: getattr(case.input, name) for name in TYPED if getattr(case.input, name) != UNSPECIFIED}
+    details |= {"top_files": top_files, "top_chunks": top_chunks, "index": ranking.stats}
+    if case.expected.has_answers:
+        details[rust_tool.FIELD] = rust_tool.answer_metrics(case, ranking.chunks, ranking.order, TOP_K)
     tags = case.metadata.get("tags") if hasattr(case, "metadata") else None
     if tags:
         details["tags"] = list(tags) if isinstance(tags, list | tuple) else [str(tags)]
