@@ -275,17 +275,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     uses_evaluator = "evaluator" in metafunc.fixturenames
     params = []
     collapsed: list[Case] | None = None  # the cases as a model that reads no prompt sees them
+    cached = pytest.mark.skip(reason=CACHED)  # marks are shared by the items: a large matrix has many
     for spec in state.models.of_kind(kind):
         if not spec.reads_prompts and collapsed is None:
             # Collapsed once per session; the filter then sees each case as such a model does.
             collapsed = [c for c in state.suite.without_prompts(name) if predicate is None or predicate(c)]
+        group = pytest.mark.xdist_group(spec.id)
         for case in cases if spec.reads_prompts else collapsed or []:
-            marks = [pytest.mark.xdist_group(spec.id)]
+            marks = [group]
             plan = state.plan(metafunc.module.__name__, test, family, spec, case, uses_evaluator)
             if plan.skip_reason:
                 marks.append(pytest.mark.skip(reason=plan.skip_reason))
             elif state.is_cached(plan):
-                marks.append(pytest.mark.skip(reason="cached"))
+                marks.append(cached)
             params.append(pytest.param(spec, case, id=f"{spec.id}-{case.id}", marks=marks))
     if not params:
         reason = f"no {kind} in the matrix (see the session header)" if cases else f"no {name} cases"
@@ -443,10 +445,10 @@ def _nothing_to_tear_down(item: pytest.Item, nextitem: pytest.Item | None) -> bo
     return list(stack) == needed[: len(stack)]
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Before an item that will write a row builds its model: the results folder must take
-    rows, or the run stops now with one line, before any model work is spent."""
+    """Before an item that will write a row builds its model (after skip marks had their say,
+    before fixtures): the results folder must take rows, or the run stops now with one line,
+    before any model work is spent."""
     state = item.config.stash.get(STATE_KEY, None)
     plan = runner.plan_for(item, state) if state is not None else None
     if state is None or plan is None or plan.skip_reason or item.get_closest_marker("skip") is not None:
