@@ -208,7 +208,10 @@ class ResultStore:
         return loaded
 
     def __del__(self) -> None:
-        self.close()
+        try:
+            self.close()
+        except Exception:  # at interpreter exit the os module may be gone already
+            pass
 
     def close(self) -> None:
         """Close the files kept open for appending and locking."""
