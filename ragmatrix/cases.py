@@ -76,6 +76,14 @@ class Suite:
     problems: list[Problem] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     skipped: list[Problem] = field(default_factory=list)  # cases a source holds but that cannot run
+    _collapsed: dict[str, list[Case]] = field(default_factory=dict, repr=False)
+
+    def without_prompts(self, family: str) -> list[Case]:
+        """`without_prompts` of the family's cases, collapsed once per session: parametrizing
+        and the end of the session both need them."""
+        if family not in self._collapsed:
+            self._collapsed[family] = without_prompts(self.cases.get(family, []))
+        return self._collapsed[family]
 
 
 def data_files(data_dir: Path) -> list[Path]:

@@ -2,28 +2,34 @@
 
 - options and the session header;
 - collection: data files report their problems, test modules are parametrized over
-  model x case, and items whose result is stored are skipped as `cached`;
-- running: iterations and recording (`ragmatrix.runner`);
+  model x case, items whose result is stored are skipped as `cached`, and `--shard K/N` keeps
+  this machine's part of the matrix;
+- running: cached items are reported without pytest's setup and teardown, the others run
+  their iterations and record a row (`ragmatrix.runner`); a folder that refuses writes stops
+  the session with one line;
 - the end: compaction of the store and the leaderboard, by the controller only.
 """
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
 from ragmatrix import runner, scheduling
-from ragmatrix.cache import set_cache_dir
-from ragmatrix.case import CaseInputError
-from ragmatrix.cases import DEFAULT_MAX_VARIANTS, without_prompts
+from ragmatrix.cache import CACHE_FOLDER, set_cache_dir
+from ragmatrix.case import Case, CaseInputError
+from ragmatrix.cases import DEFAULT_MAX_VARIANTS
 from ragmatrix.cli import load_dotenv
 from ragmatrix.families import all_families, family_named, register
 from ragmatrix.models import aio, progress
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.models_file import ModelsFileError
 from ragmatrix.session import MODEL_FIXTURES, STATE_KEY, BenchmarkState, get_state, selects_benchmark
+from ragmatrix.sharding import parse_shard, split
+from ragmatrix.storage import StorageError
 
 _HELP_MODELS = "comma-separated model ids from benchmark/models.yaml to run (default: all available)"
 _HELP_MAX_VARIANTS = f"the most items one case may expand to (default {DEFAULT_MAX_VARIANTS})"
@@ -62,6 +68,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="ask the models again instead of replaying cached responses and embeddings",
     )
     group.addoption("--max-variants", type=int, default=None, help=_HELP_MAX_VARIANTS)
+    group.addoption(
+        "--shard",
+        default=None,
+        metavar="K/N",
+        help="run part K of N deterministic parts of the matrix (one per machine; join them with ragmatrix merge)",
+    )
     parser.addini("benchmark_dir", "folder holding test_<family>.py, models.yaml and data/", default="benchmark")
     parser.addini("max_variants", _HELP_MAX_VARIANTS, default=str(DEFAULT_MAX_VARIANTS))
 
@@ -93,6 +105,11 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--iterations must be at least 1")
     wanted = config.getoption("--models")
     max_variants = _max_variants(config)
+    shard_option = config.getoption("--shard")
+    try:
+        shard = parse_shard(shard_option) if shard_option is not None else None
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
     state = BenchmarkState(
         root=root,
         benchmark_dir=benchmark_dir,
@@ -105,6 +122,7 @@ def pytest_configure(config: pytest.Config) -> None:
         send_ahead=max(1, int(config.getoption("--send-ahead"))),
         max_variants=max_variants,
         evaluator_option=config.getoption("--evaluator"),
+        shard=shard,
     )
     state.registry.use_cache = state.use_cache
     workerinput = getattr(config, "workerinput", None)
@@ -120,6 +138,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "cases(where): run a benchmark test only on the cases for which where(case) is true"
     )
     if _selected(config):
+        gc.unfreeze()  # what an earlier session in this process froze can be collected again
         capture = config.pluginmanager.getplugin("capturemanager")
         if workerinput is None and capture is not None:  # progress bars reach the terminal, not the capture
             progress.show_on_terminal(capture.global_and_fixture_disabled)
@@ -274,21 +293,27 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     kind = kinds[0]
     cases = state.suite.cases.get(name, [])
     marker = metafunc.definition.get_closest_marker("cases")
-    if marker is not None:
-        # A keyword, not a positional argument: pytest.mark.x(callable) would decorate it.
-        predicate = marker.kwargs["where"]
+    # A keyword, not a positional argument: pytest.mark.x(callable) would decorate it.
+    predicate = marker.kwargs["where"] if marker is not None else None
+    if predicate is not None:
         cases = [c for c in cases if predicate(c)]
     test = metafunc.function.__name__
     uses_evaluator = "evaluator" in metafunc.fixturenames
     params = []
+    collapsed: list[Case] | None = None  # the cases as a model that reads no prompt sees them
+    cached = pytest.mark.skip(reason=CACHED)  # marks are shared by the items: a large matrix has many
     for spec in state.models.of_kind(kind):
-        for case in cases if spec.reads_prompts else without_prompts(cases):
-            marks = [pytest.mark.xdist_group(spec.id)]
+        if not spec.reads_prompts and collapsed is None:
+            # Collapsed once per session; the filter then sees each case as such a model does.
+            collapsed = [c for c in state.suite.without_prompts(name) if predicate is None or predicate(c)]
+        group = pytest.mark.xdist_group(spec.id)
+        for case in cases if spec.reads_prompts else collapsed or []:
+            marks = [group]
             plan = state.plan(metafunc.module.__name__, test, family, spec, case, uses_evaluator)
             if plan.skip_reason:
                 marks.append(pytest.mark.skip(reason=plan.skip_reason))
             elif state.is_cached(plan):
-                marks.append(pytest.mark.skip(reason="cached"))
+                marks.append(cached)
             params.append(pytest.param(spec, case, id=f"{spec.id}-{case.id}", marks=marks))
     if not params:
         reason = f"no {kind} in the matrix (see the session header)" if cases else f"no {name} cases"
@@ -303,6 +328,47 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     plan = runner.plan_for(item, state) if state is not None else None
     if plan is not None and plan.case.file:
         item.extra_keyword_matches.add(plan.case.source)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what collection built (items, cases, plans: most of a large run's objects, alive
+    to its end) out of the cyclic garbage collector's walks. Each full collection would walk
+    all of them again, during the run and five times more at pytest's exit: on 10,000 items
+    that was a tenth of a cached rerun. A later session in the same process unfreezes them."""
+    if _selected(session.config):
+        gc.freeze()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`--shard K/N`: keep this machine's part of what is selected (after `-k` and `-m`)."""
+    state = config.stash.get(STATE_KEY, None)
+    if state is None or state.shard is None:
+        return
+    positions = {spec.id: position for position, spec in enumerate(state.models.available)}
+    last = len(positions)
+
+    def group_of(item: pytest.Item) -> tuple[int, Any]:
+        plan = runner.plan_for(item, state)
+        if plan is None:  # not a benchmark item: it goes with its module
+            return last, ("module", item.nodeid.split("::")[0])
+        return positions.get(plan.model.id, last), (plan.model.id, plan.family.name, plan.case.name)
+
+    part = split(items, state.shard, group_of)
+    kept = set(map(id, part.chosen))
+    deselected = [item for item in items if id(item) not in kept]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+    items[:] = part.chosen
+    state.shard_line = (
+        f"ragmatrix: shard {state.shard}: {len(part.chosen):,} of {part.total:,} items "
+        f"(matrix {part.matrix}: the same on every shard that collected the same matrix)"
+    )
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> list[str] | None:
+    state = config.stash.get(STATE_KEY, None)
+    return [state.shard_line] if state is not None and state.shard_line else None
 
 
 # --- running ------------------------------------------------------------------------------
@@ -355,6 +421,77 @@ def _cached_reads_as_success(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    """A cached item is reported as pytest reports it (skipped at setup with the reason
+    `cached`, then a clean teardown) without the setup, capture and teardown machinery it
+    does not need: on a large matrix that machinery was most of a fully cached rerun. Where
+    anything would have to be torn down after it, pytest runs it as usual."""
+    marker = item.get_closest_marker("skip")
+    if marker is None or marker.kwargs.get("reason") != CACHED or not _nothing_to_tear_down(item, nextitem):
+        return None
+    ihook = item.ihook
+    location, skipped = _where(item)
+    ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=location)
+    keywords: dict[str, Literal[1]] = dict.fromkeys(item.keywords, 1)
+    where, properties = (item.nodeid, location), item.user_properties
+    setup = pytest.TestReport(*where, keywords, "skipped", skipped, "setup", user_properties=properties)
+    ihook.pytest_runtest_logreport(report=setup)
+    teardown = pytest.TestReport(*where, keywords, "passed", None, "teardown", user_properties=properties)
+    ihook.pytest_runtest_logreport(report=teardown)
+    ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=location)
+    return True
+
+
+_WHERE = pytest.StashKey[dict[tuple[int, str], tuple[str, int | None, str, str, int]]]()
+
+
+def _where(item: pytest.Item) -> tuple[tuple[str, int | None, str], tuple[str, int, str]]:
+    """The item's location and the place its skip is reported at, as pytest computes them,
+    worked out once per test function: every item of a function shares the file and line, and
+    its name ends the location's last part (pytest resolves the paths anew for each item)."""
+    known = item.config.stash.setdefault(_WHERE, {})
+    function = (id(item.parent), getattr(item, "originalname", item.name))
+    shared = known.get(function)
+    if shared is None:
+        relative, line, domain = item.location
+        path, function_line = item.reportinfo()[:2]
+        if not domain.endswith(item.name):
+            return (relative, line, domain), (str(path), (function_line or 0) + 1, f"Skipped: {CACHED}")
+        shared = known[function] = (
+            relative,
+            line,
+            domain[: len(domain) - len(item.name)],
+            str(path),
+            function_line or 0,
+        )
+    relative, line, prefix, path_text, function_line = shared
+    return (relative, line, prefix + item.name), (path_text, function_line + 1, f"Skipped: {CACHED}")
+
+
+def _nothing_to_tear_down(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
+    """Would pytest's teardown after `item` finalize nothing? (Its set-up stack is already a
+    prefix of what the next item needs, or empty.)"""
+    stack = getattr(getattr(item.session, "_setupstate", None), "stack", None)
+    if stack is None:
+        return False  # another pytest: take its own path
+    if not stack:
+        return True
+    needed = nextitem.listchain() if nextitem is not None else []
+    return list(stack) == needed[: len(stack)]
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before an item that will write a row builds its model (after skip marks had their say,
+    before fixtures): the results folder must take rows, or the run stops now with one line,
+    before any model work is spent."""
+    state = item.config.stash.get(STATE_KEY, None)
+    plan = runner.plan_for(item, state) if state is not None else None
+    if state is None or plan is None or plan.skip_reason or item.get_closest_marker("skip") is not None:
+        return
+    state.store.prepare(plan.family.name)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     state = pyfuncitem.config.stash.get(STATE_KEY, None)
     plan = runner.plan_for(pyfuncitem, state) if state is not None else None
@@ -370,7 +507,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     outcome = yield
     report = outcome.get_result()
     error = call.excinfo.value if call.excinfo is not None else None
-    if isinstance(error, ModelError | CaseInputError | runner.ModelFailure):
+    if isinstance(error, StorageError):
+        # A folder the run must write refuses: every later item would fail the same way.
+        report.longrepr = str(error)
+        hint = "; --no-response-cache runs without the caches" if error.what == CACHE_FOLDER else ""
+        item.session.shouldstop = f"{error}; the run stops here, and what is stored is unchanged{hint}"
+    elif isinstance(error, ModelError | CaseInputError | runner.ModelFailure):
         report.longrepr = str(error)  # one line, not a traceback wall
         state = item.config.stash.get(STATE_KEY, None)
         if call.when == "setup" and isinstance(error, ModelError) and state is not None:
@@ -393,12 +535,15 @@ class SessionEnd:
         self.unreported: list[str] = []
         self.totals: dict[str, float] = {}  # usage summed over the items run this session
         self.down: dict[str, tuple[str, int]] = {}  # model -> (why it is down, its error rows)
+        self.ran = False  # did an item of this session run (and so write a row)?
+        self.storage_fault: str | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         # Runs in the controller under xdist too: it is how the controller learns that
         # benchmark items were part of this session.
         if report.nodeid.startswith(self.prefix):
             self.state.saw_benchmark_items = True
+            self.ran = self.ran or report.when == "call"
             # every phase's report carries the item's properties: count them once
             for name, value in report.user_properties if report.when == "call" else ():
                 if name == "ragmatrix_usage" and isinstance(value, dict):
@@ -413,8 +558,14 @@ class SessionEnd:
         state = self.state
         state.registry.close()
         aio.close()
-        if not (self.controller and state.saw_benchmark_items):
-            return
+        try:
+            if self.controller and state.saw_benchmark_items:
+                self._compact(session)
+        finally:
+            state.store.close()
+
+    def _compact(self, session: pytest.Session) -> None:
+        state = self.state
         suite = state.suite
         reads_prompts = state.reads_prompts()
         for family in state.store.families():
@@ -424,10 +575,17 @@ class SessionEnd:
             if not suite.problems and family in state.known_families():
                 cases = suite.cases.get(family, [])
                 as_read = {c.id for c in cases}
-                collapsed = {c.id for c in without_prompts(cases)}
+                collapsed = {c.id for c in suite.without_prompts(family)}
                 ids = {True: as_read, False: collapsed, None: as_read | collapsed}  # None: a model no longer listed
                 keep = lambda row, ids=ids: row.item in ids[reads_prompts.get(row.model)]  # noqa: E731
-            self.store_notes += state.store.compact(family, keep).problems
+            try:
+                self.store_notes += state.store.compact(family, keep).problems
+            except StorageError as error:
+                # Every row is in the file as appended, which loads as it is; the next run
+                # that can write compacts it.
+                self.storage_fault = f"{error}; {family}.jsonl is left as appended (it loads as it is)"
+                if self.ran and session.exitstatus == 0:
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
         self.unreported = [p.line() for p in suite.problems if p.file not in state.collected_data_files]
         if self.unreported and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -445,6 +603,8 @@ class SessionEnd:
             write(f"warning: {problem.line()}", yellow=True)
         if skipped:
             write(f"{len(skipped)} case(s) skipped, one line each above; the other cases ran", yellow=True)
+        if self.storage_fault:
+            write(f"store: {self.storage_fault}", red=self.ran, yellow=not self.ran)
         for note in self.store_notes:
             write(f"store: {note}", yellow=True)
         from ragmatrix.report import remembered_stats

@@ -20,6 +20,7 @@ from ragmatrix.outcome import Outcome
 from ragmatrix.rows import Iteration, Row
 from ragmatrix.secrets import redact
 from ragmatrix.session import MODEL_FIXTURES, BenchmarkState, ItemPlan
+from ragmatrix.storage import StorageError
 
 
 class ModelFailure(Exception):
@@ -74,6 +75,8 @@ def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> No
             entry: dict[str, Any] = recorder.outcome.to_json()
         except (ModelError, CaseInputError) as error:
             entry = {"error": redact(str(error))}
+        except StorageError:
+            raise  # a cache folder refuses writes: no row, and the session stops (see hooks)
         except Exception as error:  # a bug in scoring: record it, then let pytest show it
             entry = {"error": redact(f"{type(error).__name__}: {error}")}
             crash = error

@@ -6,9 +6,10 @@ benchmark item of this process is about to run, the scheduler collects the first
 requests of every item this process will run (a family states them with
 `Family.first_requests`, a pure function of the case and the model), for every iteration,
 and sends them all, each model up to its own concurrency. An embedder's texts
-(`Family.first_texts`) are embedded the same way, in one batch across items. The items then find their answers
-waiting (`ChatModel.achat` takes a request sent ahead instead of asking again); follow-up
-rounds, such as zELO's re-ask of a malformed answer, are asked inside the item.
+(`Family.first_texts`) are embedded the same way, in one batch across a window's items (at
+most `EMBED_AHEAD` texts, so that the rows held ahead stay bounded). The items then find their
+answers waiting (`ChatModel.achat` takes a request sent ahead instead of asking again);
+follow-up rounds, such as zELO's re-ask of a malformed answer, are asked inside the item.
 
 Which items are this process's:
 - without xdist: the items selected (after `-k`, `--models`, cached skips), in windows of
@@ -39,6 +40,9 @@ from ragmatrix.runner import plan_for
 from ragmatrix.session import BenchmarkState, ItemPlan
 
 SCHEDULER_KEY = pytest.StashKey["Scheduler"]()
+# The most texts an embedder embeds ahead of the items in one window: plenty for its batches,
+# and a bag-of-words row is 16 KB, so the rows of a 50,000-item run must not be held at once.
+EMBED_AHEAD = 1024
 
 Messages = list[dict[str, str]]
 
@@ -64,22 +68,27 @@ class Scheduler:
         else:
             items = item.session.items
             following = items[items.index(item) + 1 :] if item in items else []
-        batch: list[tuple[pytest.Item, ItemPlan]] = []
+        texts: list[tuple[ItemPlan, list[str], list[str]]] = []
         requests: list[tuple[Any, Messages, int]] = []
+        counted = 0
         # This item, then the ones after it, until the window is full: the answers of a window
-        # are awaited before its items run, so a window is also what a killed run loses.
+        # are awaited before its items run, so a window is also what a killed run loses. An
+        # embedder's texts fill a window too, so that the rows held ahead stay bounded.
         for candidate in [item, *following]:
             if candidate.nodeid in self.scheduled_items:
                 continue
             self.scheduled_items.add(candidate.nodeid)
-            for chosen in self._plans([candidate]):
-                batch.append(chosen)
-                requests += self._requests([chosen[1]])
-            if len(requests) >= self.state.send_ahead:
+            for _, plan in self._plans([candidate]):
+                requests += self._requests([plan])
+                declared = self._texts(plan)
+                if declared is not None:
+                    texts.append((plan, *declared))
+                    counted += len(declared[0]) + len(declared[1])
+            if len(requests) >= self.state.send_ahead or counted >= EMBED_AHEAD:
                 break
         if requests:
             self._send(requests)
-        self._embed_ahead([p for _, p in batch])
+        self._embed_ahead(texts)
 
     def _plans(self, items: list[pytest.Item]) -> Iterator[tuple[pytest.Item, ItemPlan]]:
         for item in items:
@@ -106,17 +115,23 @@ class Scheduler:
                     for model in models:
                         yield model, messages, sample
 
-    def _embed_ahead(self, plans: list[ItemPlan]) -> None:
+    def _texts(self, plan: ItemPlan) -> tuple[list[str], list[str]] | None:
+        """The (queries, documents) an embedder's item declares, or None."""
+        first = plan.family.first_texts
+        if first is None or plan.model.kind != "embedder":
+            return None
+        try:
+            return first(plan.case, plan.model)
+        except (CaseInputError, ValueError, KeyError, TypeError):
+            return None  # the item itself records what is wrong with the case
+
+    def _embed_ahead(self, declared: list[tuple[ItemPlan, list[str], list[str]]]) -> None:
         """Each embedder's texts of all these items, embedded in one batch."""
         texts: dict[str, tuple[Any, list[str], list[str]]] = {}
-        for plan in plans:
-            first = plan.family.first_texts
-            if first is None or plan.model.kind != "embedder":
-                continue
+        for plan, queries, documents in declared:
             try:
                 model = self.state.registry.build(plan.model)
-                queries, documents = first(plan.case, plan.model)
-            except (ModelError, CaseInputError, ValueError, KeyError, TypeError):
+            except ModelError:
                 continue  # the item itself records the error
             if not hasattr(model, "prefetch"):
                 continue

@@ -20,6 +20,7 @@ from ragmatrix.keys import result_key
 from ragmatrix.models.models_file import ModelSet, load_models, select_models
 from ragmatrix.models.registry import Registry
 from ragmatrix.models.spec import ModelSpec
+from ragmatrix.sharding import Shard
 from ragmatrix.store import ResultStore
 
 STATE_KEY = pytest.StashKey["BenchmarkState"]()
@@ -53,9 +54,12 @@ class BenchmarkState:
     # Set on xdist workers from what the controller decided, so every process sees one matrix.
     given_models: dict[str, Any] | None = None
     evaluator_option: str | None = None  # --evaluator ID
+    shard: Shard | None = None  # --shard K/N
+    shard_line: str | None = None  # what the shard kept, for the header after collection
     registry: Registry = field(default_factory=Registry)
     saw_benchmark_items: bool = False
     collected_data_files: set[str] = field(default_factory=set)
+    _store: ResultStore | None = None
     _models: ModelSet | None = None
     _suite: Suite | None = None
     _completed: set[tuple[str, str]] | None = None
@@ -66,7 +70,10 @@ class BenchmarkState:
 
     @property
     def store(self) -> ResultStore:
-        return ResultStore(self.results_dir)
+        """One store for the session: it keeps its files open and remembers what it read."""
+        if self._store is None:
+            self._store = ResultStore(self.results_dir)
+        return self._store
 
     @property
     def data_dir(self) -> Path:

@@ -4,6 +4,18 @@ Rows are JSON objects with sorted keys, one per line. Writers (xdist workers inc
 append under a lock; a process killed mid-write leaves at worst a torn last line, which
 loading ignores and reports. At session end the controller compacts each file: the newest
 row per (test, model, item) wins, rows are sorted, and the file is replaced atomically.
+
+What a row costs is kept small, since a large matrix writes tens of thousands of them:
+- a store opens each family's lock file and data file once, and each append is one locked
+  `write` of the whole line to the end of the file (the row survives a kill as soon as the
+  call returns); a write that fails is cut back off, so the file stays as it was;
+- loading streams the file line by line, and a store remembers what it read: loading again
+  reads only the lines appended since, and a file replaced by another process is read anew;
+- compaction rewrites a file only when it is not compact already (rows appended out of
+  order, an item twice, a row to drop, a bad line), so an unchanged store is never written.
+
+Reading takes no lock, so a fully cached run works on a read-only results folder; a write
+that the file system refuses raises `StorageError`, one line naming the folder and the cause.
 """
 
 from __future__ import annotations
@@ -16,10 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
 from pydantic import ValidationError
 
 from ragmatrix.rows import Row
+from ragmatrix.storage import writes_to
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: filelock's portable lock, kept per family all the same
+    fcntl = None  # type: ignore[assignment]
 
 
 def sort_key(row: Row) -> tuple[str, str, str]:
@@ -33,16 +50,36 @@ class Loaded:
     problems: list[str] = field(default_factory=list)
 
 
+@dataclass
+class _Read:
+    """What a store has read of one file: its complete lines up to `offset`."""
+
+    identity: tuple[int, int]  # (device, inode): a replaced file is another file
+    offset: int = 0
+    lines: int = 0
+    modified: int = 0  # st_mtime_ns when read to `offset`
+    rows: list[Row] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
 class ResultStore:
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
+        self._read: dict[str, _Read] = {}
+        self._locks: dict[str, _FamilyLock] = {}
+        self._files: dict[str, tuple[int, tuple[int, int]]] = {}  # family -> (fd, identity) for appends
+        self._prepared: set[str] = set()
 
     def path(self, family: str) -> Path:
         return self.directory / f"{family}.jsonl"
 
-    def _lock(self, family: str) -> FileLock:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        return FileLock(str(self.directory / f".{family}.jsonl.lock"))
+    def _lock(self, family: str) -> _FamilyLock:
+        """The family's lock, shared with every process writing this store (its file is made on
+        first use, so reading never needs it)."""
+        lock = self._locks.get(family)
+        if lock is None:
+            lock = self._locks[family] = _FamilyLock(self.directory, self.directory / f".{family}.jsonl.lock")
+        return lock
 
     def families(self) -> list[str]:
         if not self.directory.is_dir():
@@ -51,20 +88,36 @@ class ResultStore:
 
     def load(self, family: str) -> Loaded:
         """Every valid row, in append order. A line that is torn, not JSON or not a valid row
-        is reported and skipped, never fatal."""
+        is reported and skipped, never fatal. Only what was appended since this store last
+        read the file is parsed again."""
         path = self.path(family)
-        records, problems = numbered_records(path)
-        rows: list[Row] = []
-        for number, record in records:
-            try:
-                rows.append(Row.model_validate(record))
-            except ValidationError as error:
-                first = error.errors()[0]
-                where = ".".join(str(part) for part in first["loc"]) or "row"
-                problems.append(
-                    f"{path.name}: line {number} is not a valid result row ({where}: {first['msg']}; ignored)"
-                )
-        return Loaded(rows=rows, problems=problems)
+        try:
+            handle = open(path, "rb")
+        except FileNotFoundError:
+            self._read.pop(family, None)
+            return Loaded()
+        with handle:
+            status = os.fstat(handle.fileno())
+            identity = (status.st_dev, status.st_ino)
+            read = self._read.get(family)
+            grown = read is not None and status.st_size > read.offset
+            same = read is not None and status.st_size == read.offset and status.st_mtime_ns == read.modified
+            if read is None or read.identity != identity or not (grown or same):
+                read = _Read(identity)
+            handle.seek(read.offset)
+            tail_rows: list[Row] = []
+            tail_problems: list[str] = []
+            for line in handle:
+                if not line.endswith(b"\n"):  # a last line being written, or torn: not kept as read
+                    _parse(path.name, read.lines + 1, line, tail_rows, tail_problems)
+                    break
+                read.offset += len(line)
+                read.lines += 1
+                _parse(path.name, read.lines, line, read.rows, read.problems)
+            after = os.fstat(handle.fileno())
+            read.modified = after.st_mtime_ns if after.st_size == read.offset else 0
+        self._read[family] = read
+        return Loaded(rows=read.rows + tail_rows, problems=read.problems + tail_problems)
 
     def load_all(self) -> dict[str, Loaded]:
         return {family: self.load(family) for family in self.families()}
@@ -78,34 +131,174 @@ class ResultStore:
             done.update((row.model, row.key) for row in loaded.rows if row.ok)
         return done
 
+    def prepare(self, family: str) -> None:
+        """Make sure rows of `family` can be written before work is spent on them: the folder
+        and the lock file are made, an existing data file is opened for appending. Raises
+        `StorageError` where the file system refuses; nothing to do after the first call."""
+        if family in self._prepared:
+            return
+        with writes_to(self.directory), self._lock(family):
+            if self.path(family).exists():
+                self._appending(family)
+        self._prepared.add(family)
+
     def append(self, family: str, row: Row) -> None:
+        """Write one row at the end of the family's file, under the lock, in one write."""
         line = (json.dumps(row.to_json(), sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+        with writes_to(self.directory), self._lock(family):
+            descriptor = self._appending(family)
+            size = os.fstat(descriptor).st_size
+            # A writer killed mid-line leaves no newline at the end; start on a fresh line so
+            # the torn fragment stays one bad line instead of corrupting this row too.
+            if size and _last_byte(descriptor, size) != b"\n":
+                line = b"\n" + line
+            try:
+                _write_all(descriptor, line)
+            except OSError:
+                try:  # a full disk may have taken part of the line: leave the file as it was
+                    os.ftruncate(descriptor, size)
+                except OSError:
+                    pass  # the part written is a torn line, which loading ignores
+                raise
+
+    def _appending(self, family: str) -> int:
+        """The family's file, open for appending; opened again when another process replaced
+        it (a compaction, a merge) or removed it since. Called under the lock."""
         path = self.path(family)
-        with self._lock(family):
-            with open(path, "ab") as handle:
-                # A writer killed mid-line leaves no newline at the end; start on a fresh line so
-                # the torn fragment stays one bad line instead of corrupting this row too.
-                if ends_torn(path):
-                    line = b"\n" + line
-                handle.write(line)
+        known = self._files.get(family)
+        try:
+            status = os.stat(path)
+            if known is not None and known[1] == (status.st_dev, status.st_ino):
+                return known[0]
+        except FileNotFoundError:
+            pass
+        if known is not None:
+            os.close(known[0])
+            del self._files[family]
+        self.directory.mkdir(parents=True, exist_ok=True)
+        # Read and write: the last byte is read to find a torn line; O_APPEND puts every write
+        # at the end, wherever another process left it.
+        descriptor = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+        status = os.fstat(descriptor)
+        self._files[family] = (descriptor, (status.st_dev, status.st_ino))
+        return descriptor
 
     def compact(self, family: str, keep: Callable[[Row], bool] | None = None) -> Loaded:
         """Rewrite a family's file: newest row per identity, sorted, atomically replaced.
 
-        `keep` drops rows that no longer belong (a case deleted from the YAML). Returns what
-        was loaded, with the problems found.
+        `keep` drops rows that no longer belong (a case deleted from the YAML). A file that is
+        compact already is left as it is, without taking the lock. Returns what was loaded,
+        with the problems found.
         """
+        loaded = self.load(family)
+        if _compacted(loaded, keep) is None:
+            return loaded
         path = self.path(family)
-        with self._lock(family):
-            loaded = self.load(family)
-            if not path.exists():
+        with writes_to(self.directory), self._lock(family):
+            loaded = self.load(family)  # again, under the lock: a worker may have appended since
+            rows = _compacted(loaded, keep)
+            if rows is None or not path.exists():
                 return loaded
-            newest: dict[tuple[str, str, str], Row] = {}
-            for row in loaded.rows:
-                newest[row.identity] = row
-            rows = sorted((r for r in newest.values() if keep is None or keep(r)), key=sort_key)
             _atomic_write(path, (json.dumps(r.to_json(), sort_keys=True, ensure_ascii=False) + "\n" for r in rows))
+            status = os.stat(path)
+            # What was just written is what a load would read: remember it instead of reading it.
+            self._read[family] = _Read(
+                (status.st_dev, status.st_ino), status.st_size, len(rows), status.st_mtime_ns, rows, []
+            )
         return loaded
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # at interpreter exit the os module may be gone already
+            pass
+
+    def close(self) -> None:
+        """Close the files kept open for appending and locking."""
+        for descriptor, _ in self._files.values():
+            os.close(descriptor)
+        self._files.clear()
+        for lock in self._locks.values():
+            lock.close()
+        self._locks.clear()
+        self._prepared.clear()
+
+
+def _compacted(loaded: Loaded, keep: Callable[[Row], bool] | None) -> list[Row] | None:
+    """The rows a compacted file holds, or None when the file holds exactly these already."""
+    newest: dict[tuple[str, str, str], Row] = {}
+    for row in loaded.rows:
+        newest[row.identity] = row
+    rows = sorted((r for r in newest.values() if keep is None or keep(r)), key=sort_key)
+    unchanged = not loaded.problems and len(rows) == len(loaded.rows)
+    if unchanged and all(a is b for a, b in zip(rows, loaded.rows, strict=True)):
+        return None
+    return rows
+
+
+def _parse(name: str, number: int, line: bytes, rows: list[Row], problems: list[str]) -> None:
+    if not line.strip():
+        return
+    try:
+        rows.append(Row.model_validate_json(line))
+    except ValidationError as error:
+        first = error.errors()[0]
+        if first["type"] in ("json_invalid", "model_type") and not first["loc"]:
+            problems.append(f"{name}: line {number} is torn or not JSON (ignored)")
+            return
+        where = ".".join(str(part) for part in first["loc"]) or "row"
+        problems.append(f"{name}: line {number} is not a valid result row ({where}: {first['msg']}; ignored)")
+
+
+class _FamilyLock:
+    """An exclusive lock between processes on one lock file, whose descriptor is opened once
+    and kept: taking it is one `flock` call. Re-entrant within a process is not needed."""
+
+    def __init__(self, directory: Path, path: Path) -> None:
+        self.directory = directory
+        self.path = path
+        self._descriptor: int | None = None
+        self._portable: Any = None
+
+    def __enter__(self) -> _FamilyLock:
+        if fcntl is None:
+            if self._portable is None:
+                from filelock import FileLock
+
+                self.directory.mkdir(parents=True, exist_ok=True)
+                self._portable = FileLock(str(self.path))
+            self._portable.acquire()
+            return self
+        if self._descriptor is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        fcntl.flock(self._descriptor, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if fcntl is None:
+            self._portable.release()
+        elif self._descriptor is not None:
+            fcntl.flock(self._descriptor, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        if self._descriptor is not None:
+            os.close(self._descriptor)
+            self._descriptor = None
+
+
+def _last_byte(descriptor: int, size: int) -> bytes:
+    if hasattr(os, "pread"):
+        return os.pread(descriptor, 1, size - 1)
+    os.lseek(descriptor, size - 1, os.SEEK_SET)
+    return os.read(descriptor, 1)
+
+
+def _write_all(descriptor: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(descriptor, view)
+        view = view[written:]
 
 
 def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:

@@ -90,3 +90,38 @@ def test_the_command_reports_conflicts_with_exit_status_1_and_a_missing_folder_i
     assert "conflict: fam: t/m/x: kept" in out and "another score" in out
     assert main(["merge", str(tmp_path / "nope"), "--into", str(tmp_path / "out")]) == 1
     assert capsys.readouterr().err.strip().endswith("nope: no such results folder")
+
+
+def test_three_shards_run_each_item_once_keep_cases_and_models_together_and_merge_to_one_full_run(
+    bench, server, capsys
+):
+    server.answer = lambda messages: "yes" if "EGFR" in json.dumps(messages) else "no"
+    run(bench, "--results-dir", "full").assert_outcomes(passed=7)
+    matrices = set()
+    for index in (1, 2, 3):
+        result = run(bench, "--results-dir", f"shard{index}", "--shard", f"{index}/3")
+        outcomes = result.parseoutcomes()
+        assert outcomes.get("failed", 0) == 0 and outcomes.get("passed", 0) >= 1
+        line = next(line for line in result.outlines if line.startswith(f"ragmatrix: shard {index}/3: "))
+        assert f": {outcomes['passed']} of 7 items (matrix " in line
+        matrices.add(line.split("(matrix ")[1][:8])
+    assert len(matrices) == 1  # every shard saw the same matrix
+    rows = {index: comparable(bench.path / f"shard{index}") for index in (1, 2, 3)}
+    where = [(r["model"], r["case"], index) for index, shard in rows.items() for r in shard]
+    # a case's variants for one model never straddle two shards, nor do the baseline's items
+    assert len({(model, case) for model, case, _ in where}) == len({(m, c, i) for m, c, i in where})
+    assert len({index for model, _, index in where if model == "bow"}) == 1
+    sources = [str(bench.path / f"shard{index}") for index in (1, 2, 3)]
+    assert main(["merge", *sources, "--into", str(bench.path / "merged")]) == 0
+    capsys.readouterr()
+    assert comparable(bench.path / "merged") == comparable(bench.path / "full")
+
+
+@pytest.mark.parametrize("value", ["3/2", "0/2", "2", "a/b", "1/0"])
+def test_a_bad_shard_is_one_usage_line(bench, value):
+    result = run(bench, "--shard", value)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.errlines if line.strip()]
+    assert errors == [
+        f"ERROR: --shard takes K/N, this machine's part K of N parts (1 <= K <= N, e.g. 2/4), not '{value}'"
+    ]

@@ -120,3 +120,68 @@ def test_compaction_leaves_an_ordinary_file_mode(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert stat.S_IMODE((tmp_path / "fam.jsonl").stat().st_mode) == before == 0o666 & ~umask
+
+
+def test_a_compact_file_is_neither_rewritten_nor_locked(tmp_path):
+    store = ResultStore(tmp_path)
+    for item in "ab":
+        store.append("fam", row(item, 1))
+    store.compact("fam")
+    store.close()
+    (tmp_path / ".fam.jsonl.lock").unlink()
+    before = (tmp_path / "fam.jsonl").stat()
+    again = ResultStore(tmp_path)
+    assert again.compact("fam").problems == []
+    after = (tmp_path / "fam.jsonl").stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert not (tmp_path / ".fam.jsonl.lock").exists()  # reading and checking take no lock
+    again.append("fam", row("a", 0.5))  # now the file holds an item twice: compaction rewrites it
+    again.compact("fam")
+    assert (tmp_path / "fam.jsonl").stat().st_ino != before.st_ino
+    assert [(r.item, r.score) for r in again.load("fam").rows] == [("a", 0.5), ("b", 1)]
+
+
+def test_loading_again_parses_only_the_lines_appended_since(tmp_path, monkeypatch):
+    from ragmatrix import store as store_module
+
+    store = ResultStore(tmp_path)
+    for item in "abc":
+        store.append("fam", row(item, 1))
+    assert len(store.load("fam").rows) == 3
+    parsed: list[int] = []
+    parse = store_module._parse
+    monkeypatch.setattr(
+        store_module, "_parse", lambda name, number, *rest: parsed.append(number) or parse(name, number, *rest)
+    )
+    assert len(store.load("fam").rows) == 3
+    assert parsed == []
+    ResultStore(tmp_path).append("fam", row("d", 1))  # another process appends
+    assert [r.item for r in store.load("fam").rows] == ["a", "b", "c", "d"]
+    assert parsed == [4]
+
+
+def test_a_file_another_process_replaced_is_read_anew_and_appended_to_anew(tmp_path):
+    mine, other = ResultStore(tmp_path), ResultStore(tmp_path)
+    for item in "abc":
+        mine.append("fam", row(item, 1))
+    assert len(mine.load("fam").rows) == 3
+    other.compact("fam", keep=lambda r: r.item != "b")  # a new file in the old one's place
+    assert [r.item for r in mine.load("fam").rows] == ["a", "c"]
+    mine.append("fam", row("d", 1))  # into the new file, not the replaced one
+    assert [r.item for r in ResultStore(tmp_path).load("fam").rows] == ["a", "c", "d"]
+
+
+def test_a_torn_last_line_being_written_is_read_once_it_is_whole(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append("fam", row("a", 1))
+    line = json.dumps(row("b", 1).to_json(), sort_keys=True).encode()
+    with open(store.path("fam"), "ab") as handle:
+        handle.write(line[:10])
+    loaded = store.load("fam")
+    assert [r.item for r in loaded.rows] == ["a"] and loaded.problems == [
+        "fam.jsonl: line 2 is torn or not JSON (ignored)"
+    ]
+    with open(store.path("fam"), "ab") as handle:
+        handle.write(line[10:] + b"\n")  # the writer was only slow: the line is whole now
+    loaded = store.load("fam")
+    assert [r.item for r in loaded.rows] == ["a", "b"] and loaded.problems == []

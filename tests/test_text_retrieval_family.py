@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from project import REPO, assert_outcomes, write
@@ -18,6 +19,7 @@ from ragmatrix.cases import load_suite
 from ragmatrix.families.text_retrieval import beir
 from ragmatrix.families.text_retrieval import retrieval as text_retrieval
 from ragmatrix.models.bm25 import BM25Retriever
+from ragmatrix.models.lexical import HashingBagOfWords
 from ragmatrix.models.spec import ModelSpec
 
 BM25 = BM25Retriever(ModelSpec(id="bm25", kind="retriever", builtin="bm25"))
@@ -217,3 +219,29 @@ def test_a_beir_folder_runs_end_to_end_on_the_leaderboard_and_reruns_from_the_st
     ]
     assert {(r["model"], r["case"]) for r in rows} == {(m, c) for m in ("bm25", "bow") for c in ("tiny.q1", "tiny.q2")}
     assert_outcomes(project.runpytest("benchmark", "-p", "no:cacheprovider"), cached=4)
+
+
+def test_an_embedder_embeds_every_query_of_the_run_in_one_batch(project, monkeypatch):
+    calls: list[list[str]] = []
+    encode = HashingBagOfWords._encode
+
+    def counted(self, texts):
+        calls.append(list(texts))
+        return encode(self, texts)
+
+    monkeypatch.setattr(HashingBagOfWords, "_encode", counted)
+    result = project.runpytest("benchmark", "-p", "no:cacheprovider", "--no-response-cache", "-k", "bow")
+    result.assert_outcomes(passed=2)
+    queries = [call for call in calls if "cherry" in call]
+    # the two judged queries in one call, not one call per item; the corpus is indexed apart,
+    # where the document "cherry" is the query "cherry" already embedded
+    assert queries == [["apple banana", "cherry"]]
+    assert sorted(len(call) for call in calls) == [2, len(CORPUS) - 1]
+
+
+def test_code_retrieval_declares_its_query_for_the_batch_too():
+    from ragmatrix.families.code_retrieval import FAMILY
+
+    case = SimpleNamespace(input=SimpleNamespace(query="where is the parser"))
+    assert FAMILY.first_texts is not None
+    assert FAMILY.first_texts(case, None) == (["where is the parser"], [])

@@ -130,6 +130,25 @@ def test_an_embedders_texts_are_embedded_in_one_batch_across_items(bench, server
     assert server.count("embeddings") == 2
 
 
+def test_an_embedder_embeds_ahead_one_window_of_texts_at_a_time(bench, server, monkeypatch):
+    from ragmatrix import scheduling
+
+    extra = f"""
+  - id: served-embed
+    kind: embedder
+    litellm: openai/test-embed
+    api_base: {server.base_url}
+"""
+    write(bench.path / "benchmark/models.yaml", models_yaml(server.base_url, extra))
+    monkeypatch.setattr(scheduling, "EMBED_AHEAD", 2)  # each item declares 2 texts: a window each
+    run(bench, "-k", "served").assert_outcomes(passed=2)
+    # the second window keeps the question the first embedded, and embeds only its fragment
+    assert [len(r["body"]["input"]) for r in server.requests if r["path"].endswith("embeddings")] == [2, 1]
+    stored = [r for r in rows(bench) if r["model"] == "served-embed"]
+    assert sum(r["usage"]["texts_embedded"] for r in stored) == 3
+    assert sum(r["usage"]["embedding_shared"] for r in stored) == 1
+
+
 # --- the breaker ------------------------------------------------------------------------------
 
 

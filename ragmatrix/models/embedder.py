@@ -42,7 +42,7 @@ class Embedder:
         self._fingerprint: str | None = None
         self._warmed_up = False
         # Texts embedded ahead of the items that need them (see `prefetch`): text -> (row,
-        # read from the cache). Kept for the session, so that it works without a cache too.
+        # read from the cache). Kept for the window, so that it works without a cache too.
         self._ahead: dict[str, tuple[np.ndarray, bool]] = {}
         self._ahead_used: set[str] = set()
 
@@ -56,13 +56,16 @@ class Embedder:
         return self._embed([self.spec.query_prefix + t for t in texts])
 
     def prefetch(self, queries: list[str], documents: list[str]) -> None:
-        """Embed the texts of many items now, in one batch (the backend splits it by
+        """Embed the texts of a window of items now, in one batch (the backend splits it by
         `batch_size`): the items then find their rows here instead of embedding a few texts
-        each. Usage is counted when an item takes a row, as if it had embedded it."""
-        import numpy as np
+        each. Usage is counted when an item takes a row, as if it had embedded it.
 
+        The rows of the previous window are dropped (its items have run), except those this
+        window needs again: what is held ahead stays one window's worth, however long the run."""
         texts = [self.spec.query_prefix + q for q in queries] + [self.spec.document_prefix + d for d in documents]
-        unique = [t for t in dict.fromkeys(texts) if t not in self._ahead]
+        wanted = dict.fromkeys(texts)
+        self._ahead = {t: row for t, row in self._ahead.items() if t in wanted}
+        unique = [t for t in wanted if t not in self._ahead]
         if not unique:
             return
         if self.cache is not None:
@@ -71,10 +74,7 @@ class Embedder:
                     self._ahead[text] = (vector, True)
         misses = [t for t in unique if t not in self._ahead]
         if misses:
-            encoded = np.asarray(self._encode(misses), dtype=np.float32)
-            if self.cache is not None:
-                self.cache.put_many(self.fingerprint, misses, encoded)
-            self._ahead.update((t, (row, False)) for t, row in zip(misses, encoded, strict=True))
+            self._ahead.update((t, (row, False)) for t, row in self._encode_in_blocks(misses, "text").items())
 
     @property
     def fingerprint(self) -> str:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragmatrix.cache import open_database
+from ragmatrix.cache import CACHE_FOLDER, open_database
+from ragmatrix.storage import writes_to
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,18 +43,23 @@ class EmbeddingCache:
         self.embedded = 0
         self._written: set[tuple[str, str]] = set()  # (model, text key) stored by this run
         self._lock = threading.Lock()
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS embeddings ("
-            " model TEXT NOT NULL, text TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL,"
-            " PRIMARY KEY (model, text)) WITHOUT ROWID"
-        )
-        # How long the model took to embed a batch of texts on a device: latency is a result
-        # too, and a cache read must not pass for it.
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS timings ("
-            " model TEXT NOT NULL, device TEXT NOT NULL, batch TEXT NOT NULL, ms REAL NOT NULL,"
-            " PRIMARY KEY (model, device, batch)) WITHOUT ROWID"
-        )
+        with self._writing():
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS embeddings ("
+                " model TEXT NOT NULL, text TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL,"
+                " PRIMARY KEY (model, text)) WITHOUT ROWID"
+            )
+            # How long the model took to embed a batch of texts on a device: latency is a result
+            # too, and a cache read must not pass for it.
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS timings ("
+                " model TEXT NOT NULL, device TEXT NOT NULL, batch TEXT NOT NULL, ms REAL NOT NULL,"
+                " PRIMARY KEY (model, device, batch)) WITHOUT ROWID"
+            )
+
+    def _writing(self) -> AbstractContextManager[None]:
+        """A refused write (a read-only or full cache folder) as one `StorageError` line."""
+        return writes_to(self.path.parent, CACHE_FOLDER)
 
     def get_many(self, model_fp: str, texts: Sequence[str]) -> list[np.ndarray | None]:
         """The cached vector of each text, None where there is none, in the order given."""
@@ -61,7 +68,7 @@ class EmbeddingCache:
         keys = [text_key(t) for t in texts]
         found: dict[str, np.ndarray] = {}
         unique = list(dict.fromkeys(keys))
-        with self._lock:
+        with self._lock, self._writing():
             for start in range(0, len(unique), CHUNK):
                 chunk = unique[start : start + CHUNK]
                 marks = ",".join("?" * len(chunk))
@@ -89,7 +96,7 @@ class EmbeddingCache:
         rows = [
             (model_fp, text_key(t), dim, np.ascontiguousarray(v).tobytes()) for t, v in zip(texts, matrix, strict=True)
         ]
-        with self._lock:
+        with self._lock, self._writing():
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.executemany(
@@ -108,14 +115,14 @@ class EmbeddingCache:
             return sum((model_fp, text_key(t)) in self._written for t in texts)
 
     def get_timing(self, model_fp: str, device: str, batch: str) -> float | None:
-        with self._lock:
+        with self._lock, self._writing():
             row = self._db.execute(
                 "SELECT ms FROM timings WHERE model = ? AND device = ? AND batch = ?", (model_fp, device, batch)
             ).fetchone()
         return None if row is None else float(row[0])
 
     def put_timing(self, model_fp: str, device: str, batch: str, ms: float) -> None:
-        with self._lock:
+        with self._lock, self._writing():
             self._db.execute(
                 "INSERT OR REPLACE INTO timings (model, device, batch, ms) VALUES (?, ?, ?, ?)",
                 (model_fp, device, batch, ms),

@@ -39,13 +39,18 @@ def directory_fingerprint(path: Path) -> str:
             with open(path / name, "rb") as handle:
                 for block in iter(lambda: handle.read(1 << 20), b""):
                     digest.update(block)
-        store.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(store) + ".lock"):
-            try:
-                known = json.loads(store.read_text()) if store.exists() else {}
-            except ValueError:
-                known = {}
-            known[stamp] = digest.hexdigest()
-            store.write_text(json.dumps(known, indent=0, sort_keys=True))
+        fingerprint = digest.hexdigest()
+        try:
+            store.parent.mkdir(parents=True, exist_ok=True)
+            with FileLock(str(store) + ".lock"):
+                try:
+                    known = json.loads(store.read_text()) if store.exists() else {}
+                except ValueError:
+                    known = {}
+                known[stamp] = fingerprint
+                store.write_text(json.dumps(known, indent=0, sort_keys=True))
+        except OSError:
+            pass  # a cache folder that cannot be written: the next run hashes the folder again
+        known[stamp] = fingerprint
     _memo[memo_key] = known[stamp]
     return known[stamp]

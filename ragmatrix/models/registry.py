@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.secrets import redact, refer_to
+from ragmatrix.storage import StorageError
 
 if TYPE_CHECKING:
     from ragmatrix.cache import SqliteCache
@@ -38,6 +39,8 @@ class Registry:
         except ModelError as error:
             self._failed[spec.id] = str(error)
             raise
+        except StorageError:
+            raise  # the cache folder refuses writes: the run stops, this is no model's fault
         except ModuleNotFoundError as error:  # an optional package of the provider
             missing = str(error.name or "").split(".")[0]
             package = spec.needs.get(missing, missing)

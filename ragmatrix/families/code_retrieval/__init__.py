@@ -35,6 +35,9 @@ FAMILY = Family(
     binary_metrics=("answer_hit_at_1", "answer_hit_at_3", "answer_hit_at_5", "precision_at_1"),
     # Every row's iterations hold `query_type`, `difficulty` and `tags` (see `score`).
     breakdowns=("query_type", "difficulty", "tags"),
+    # An embedder's query, embedded with every other query of the run in batches; the corpus
+    # is indexed once per model when the first item runs.
+    first_texts=lambda case, model: ([case.input.query], []),
     case_source=expand_query_file,
     check=check,
     new_session=new_session,

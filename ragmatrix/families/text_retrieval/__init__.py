@@ -26,6 +26,9 @@ FAMILY = Family(
     corpus_fingerprint=dataset_fingerprint,
     # Every row's iterations hold `dataset` (its label) and, when the case has tags, `tags`.
     breakdowns=("dataset", "tags"),
+    # An embedder's query, embedded with every other query of the run in batches; the corpus
+    # is indexed once per model when the first item runs.
+    first_texts=lambda case, model: ([case.input.query], []),
     case_source=expand_dataset,
     new_session=forget,
 )

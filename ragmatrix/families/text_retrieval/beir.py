@@ -175,8 +175,11 @@ def _load_judged(spec: DatasetSpec, directory: Path) -> Judged:
     ).hexdigest()
     triples = [(str(r["query-id"]), str(r["corpus-id"]), int(r["score"])) for r in qrels]
     result = _judged(list(queries), triples, fingerprint)
-    stored.parent.mkdir(parents=True, exist_ok=True)
-    stored.write_text(json.dumps({"queries": result.queries, "qrels": result.qrels, "fingerprint": fingerprint}))
+    try:
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        stored.write_text(json.dumps({"queries": result.queries, "qrels": result.qrels, "fingerprint": fingerprint}))
+    except OSError:
+        pass  # a cache folder that cannot be written: the next session reads the dataset again
     return result
 
 
