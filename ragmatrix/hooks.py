@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ragmatrix import runner, scheduling
+from ragmatrix import cost, runner, scheduling
 from ragmatrix.cache import set_cache_dir
 from ragmatrix.case import CaseInputError
 from ragmatrix.cases import DEFAULT_MAX_VARIANTS, without_prompts
@@ -101,7 +101,8 @@ def pytest_configure(config: pytest.Config) -> None:
             register(family)
     set_cache_dir(root / ".benchmark_cache")
     config.stash[STATE_KEY] = state
-    config.pluginmanager.register(SessionEnd(state, controller=workerinput is None), "ragmatrix-session-end")
+    session_end = SessionEnd(state, controller=workerinput is None)
+    config.pluginmanager.register(session_end, "ragmatrix-session-end")
     config.addinivalue_line(
         "markers", "cases(where): run a benchmark test only on the cases for which where(case) is true"
     )
@@ -118,6 +119,7 @@ def pytest_configure(config: pytest.Config) -> None:
             state.evaluator  # noqa: B018 - and the evaluator
         except ModelsFileError as error:
             raise pytest.UsageError(str(error)) from None
+        session_end.meter = cost.start_session(state.results_dir)  # the models' work is measured
 
 
 def _max_variants(config: pytest.Config) -> int:
@@ -164,6 +166,10 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         + (", --run-all" if state.run_all else ""),
     ]
     lines += [f"ragmatrix: left out {model}: {reason}" for model, reason in models.left_out.items()]
+    local = [m for m in models.available if m.expected_device() is not None]
+    if local:  # told without loading torch: a cached run stays light
+        named = (f"{m.id} on {m.expected_device()} (device: {getattr(m, 'device', '')})" for m in local)
+        lines.append("ragmatrix: devices: " + ", ".join(named))
     evaluator = state.evaluator
     if evaluator.spec is not None:
         lines.append(f"ragmatrix: evaluator: {evaluator.spec.id}")
@@ -358,6 +364,7 @@ class SessionEnd:
         self.unreported: list[str] = []
         self.totals: dict[str, float] = {}  # usage summed over the items run this session
         self.down: dict[str, tuple[str, int]] = {}  # model -> (why it is down, its error rows)
+        self.meter: Any = None  # the cost meter's token, while this session measures
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         # Runs in the controller under xdist too: it is how the controller learns that
@@ -374,10 +381,17 @@ class SessionEnd:
                     first_why, items = self.down.get(model, (why, 0))
                     self.down[model] = (first_why, items + 1)
 
+    def end_measuring(self) -> None:
+        """Append the cost figures this process measured (every worker its own), once."""
+        meter, self.meter = self.meter, None
+        if meter is not None:
+            cost.end_session(meter)
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         state = self.state
         state.registry.close()
         aio.close()
+        self.end_measuring()
         if not (self.controller and state.saw_benchmark_items):
             return
         suite = state.suite
@@ -393,9 +407,15 @@ class SessionEnd:
                 ids = {True: as_read, False: collapsed, None: as_read | collapsed}  # None: a model no longer listed
                 keep = lambda row, ids=ids: row.item in ids[reads_prompts.get(row.model)]  # noqa: E731
             self.store_notes += state.store.compact(family, keep).problems
+        from ragmatrix.cost.store import CostStore
+
+        self.store_notes += CostStore(state.results_dir).compact_all()  # one line per (model, device)
         self.unreported = [p.line() for p in suite.problems if p.file not in state.collected_data_files]
         if self.unreported and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.end_measuring()  # a session that ended before its end (a usage error)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not (self.controller and self.state.saw_benchmark_items):
@@ -409,6 +429,7 @@ class SessionEnd:
             write(f"store: {note}", yellow=True)
         from ragmatrix.report import remembered_stats
         from ragmatrix.report.aggregate import aggregate
+        from ragmatrix.report.cost import load_costs
         from ragmatrix.report.terminal import render
 
         loaded = state.store.load_all()
@@ -421,7 +442,11 @@ class SessionEnd:
         remembered.save()
         for note in [left.note() for left in tables.left_out]:
             write(f"note: {note}", yellow=True)
-        for text in render(tables, variants=state.compare_variants) if tables.families else ["no results yet"]:
+        costs, problems = load_costs(tables, state.results_dir, state.benchmark_dir / "models.yaml")
+        for problem in problems:
+            write(f"store: {problem}", yellow=True)
+        lines = render(tables, variants=state.compare_variants, costs=costs) if tables.families else ["no results yet"]
+        for text in lines:
             write(text)
         shown = _shown(state.results_dir, state.root)
         option = "" if state.results_dir == state.benchmark_dir / "results" else f" --results-dir {shown}"

@@ -53,7 +53,7 @@ def test_the_matrix_runs_records_and_prints_a_leaderboard(bench, server):
             "rag_interpretation: accuracy, scale 0..1, higher is better (3 cases, 7 items)",
             "rank*model*mean*95% CI*n*items*cases*errors*invalid*",
             "*",
-            "*1*scripted*1.000*[[]0.566, 1.000]*5*5*3*0*0",
+            "*1*scripted*1.000*[[]0.566, 1.000]*5*5*3*0*0*",
         ]
     )
     # the file is compact: sorted, one row per item

@@ -95,3 +95,6 @@ class Family:
     # are the file names its plots drew.
     report_sections: Sequence[Callable[[Any, list[str]], list[Any]]] = field(default=())
     plots: Sequence[Plot] = field(default=())
+    # Report blocks that set the family's quality beside its cost figures:
+    # `section(table, costs) -> blocks`, where `costs` is a `ragmatrix.report.cost.FamilyCosts`.
+    cost_sections: Sequence[Callable[[Any, Any], list[Any]]] = field(default=())

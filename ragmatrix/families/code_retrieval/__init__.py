@@ -4,12 +4,14 @@
 - `chunking`: lines, syntax-tree definitions (capped), or bounded syntax-aware chunks;
 - `query_file`: the Rust embedding benchmark's query files, each query a case;
 - `retrieval`: the index, the ranking and the file- and answer-level scores;
-- `breakdowns`: rows grouped by query type, difficulty or tag.
+- `breakdowns`: rows grouped by query type, difficulty or tag;
+- `report`: the Rust embedding benchmark's table, quality beside embeddings per second.
 """
 
 from ragmatrix.families.base import Family, Headline
 from ragmatrix.families.code_retrieval.corpus import forget
 from ragmatrix.families.code_retrieval.query_file import expand_query_file
+from ragmatrix.families.code_retrieval.report import speed_table
 from ragmatrix.families.code_retrieval.retrieval import (
     SCORING_VERSION,
     CodeRetrievalCase,
@@ -35,4 +37,5 @@ FAMILY = Family(
     case_source=expand_query_file,
     check=check,
     new_session=forget,
+    cost_sections=(speed_table,),
 )
