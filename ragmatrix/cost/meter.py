@@ -121,6 +121,7 @@ class Meter:
         self._warm: set[str] = set()  # models that encoded something for real in this process
         self._lock = threading.RLock()
         self._flushed_at = time.monotonic()
+        self._unwritten: list[CostRecord] = []  # records a failed write kept for the next flush
 
     def _delta(self, key: Key) -> _Delta:
         delta = self._deltas.get(key)
@@ -206,11 +207,14 @@ class Meter:
         when the last flush is `FLUSH_EVERY_S` ago: a killed run loses seconds of figures."""
         if not force and time.monotonic() - self._flushed_at < FLUSH_EVERY_S:
             return
-        records = self.take()
+        records, self._unwritten = [*self._unwritten, *self.take()], []
         if records and self.directory is not None:
             from ragmatrix.cost.store import CostStore
 
-            CostStore(self.directory).append(records)
+            try:
+                CostStore(self.directory).append(records)
+            except OSError:  # a full or read-only disk must not cost the item its row
+                self._unwritten = records
 
 
 current_meter: ContextVar[Meter | None] = ContextVar("current_meter", default=None)
