@@ -142,7 +142,7 @@ def test_model_errors_become_error_rows_and_rerun_next_time(bench, server):
     assert "Traceback" not in result.stdout.str()
     errors = [r for r in rows(bench) if r["status"] == "error"]
     assert len(errors) == 2 and all(r["score"] is None for r in errors)
-    result.stdout.fnmatch_lines(["*scripted*3*5*2*2*0"])  # n=3 scored, 5 items, 2 cases, 2 errors
+    result.stdout.fnmatch_lines(["*scripted*3*5*2*2*0*"])  # n=3 scored, 5 items, 2 cases, 2 errors
     server.reset()
     server.answer = "yes"
     assert_outcomes(run(bench, "-k", "scripted"), passed=2, cached=3)  # only the errors rerun

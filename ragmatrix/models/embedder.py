@@ -63,7 +63,6 @@ class Embedder:
         """Embed the texts of many items now, in one batch (the backend splits it by
         `batch_size`): the items then find their rows here instead of embedding a few texts
         each. Usage is counted when an item takes a row, as if it had embedded it."""
-
         texts = [self.spec.query_prefix + q for q in queries] + [self.spec.document_prefix + d for d in documents]
         unique = [t for t in dict.fromkeys(texts) if t not in self._ahead]
         if not unique:
@@ -130,7 +129,6 @@ class Embedder:
         return np.stack([vectors[t] for t in texts]).astype(np.float32, copy=False)
 
     def _encode_in_blocks(self, texts: list[str], unit: str) -> dict[str, np.ndarray]:
-
         ordered = sorted(texts, key=len, reverse=True)
         blocks = [ordered[i : i + BLOCK] for i in range(0, len(ordered), BLOCK)]
         done: dict[str, np.ndarray] = {}
