@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragmatrix.models.models_file import ModelsFileError, load_models, unavailable_reason
 from ragmatrix.models.spec import ModelSpec
+from ragmatrix.models.usage import Usage, current_usage
 from ragmatrix.yamlfile import YamlFileError, read_yaml
 
 
@@ -111,4 +112,11 @@ class Evaluator:
             raise RuntimeError(self.choice.skip_reason())
         if self._model is None:
             self._model = self._build(self.choice.spec)
-        return str(self._model.chat(messages))
+        item, own = current_usage.get(), Usage()
+        token = current_usage.set(own)  # the evaluator's calls are counted apart from the item's model's
+        try:
+            return str(self._model.chat(messages))
+        finally:
+            current_usage.reset(token)
+            if item is not None:
+                item.add_evaluator(own)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import pytest
 
-from ragmatrix import runner, scheduling
+from ragmatrix import cost, runner, scheduling
 from ragmatrix.cache import CACHE_FOLDER, set_cache_dir
 from ragmatrix.case import Case, CaseInputError
 from ragmatrix.cases import DEFAULT_MAX_VARIANTS
@@ -133,7 +133,8 @@ def pytest_configure(config: pytest.Config) -> None:
             register(family)
     set_cache_dir(root / ".benchmark_cache")
     config.stash[STATE_KEY] = state
-    config.pluginmanager.register(SessionEnd(state, controller=workerinput is None), "ragmatrix-session-end")
+    session_end = SessionEnd(state, controller=workerinput is None)
+    config.pluginmanager.register(session_end, "ragmatrix-session-end")
     config.addinivalue_line(
         "markers", "cases(where): run a benchmark test only on the cases for which where(case) is true"
     )
@@ -151,6 +152,7 @@ def pytest_configure(config: pytest.Config) -> None:
             state.evaluator  # noqa: B018 - and the evaluator
         except ModelsFileError as error:
             raise pytest.UsageError(str(error)) from None
+        session_end.meter = cost.start_session(state.results_dir)  # the models' work is measured
 
 
 def _max_variants(config: pytest.Config) -> int:
@@ -209,6 +211,10 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         + (", --run-all" if state.run_all else ""),
     ]
     lines += [f"ragmatrix: left out {model}: {reason}" for model, reason in models.left_out.items()]
+    local = [m for m in models.available if m.expected_device() is not None]
+    if local:  # told without loading torch: a cached run stays light
+        named = (f"{m.id} on {m.expected_device()} (device: {getattr(m, 'device', '')})" for m in local)
+        lines.append("ragmatrix: devices: " + ", ".join(named))
     evaluator = state.evaluator
     if evaluator.spec is not None:
         lines.append(f"ragmatrix: evaluator: {evaluator.spec.id}")
@@ -537,6 +543,7 @@ class SessionEnd:
         self.down: dict[str, tuple[str, int]] = {}  # model -> (why it is down, its error rows)
         self.ran = False  # did an item of this session run (and so write a row)?
         self.storage_fault: str | None = None
+        self.meter: Any = None  # the cost meter's token, while this session measures
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         # Runs in the controller under xdist too: it is how the controller learns that
@@ -554,10 +561,17 @@ class SessionEnd:
                     first_why, items = self.down.get(model, (why, 0))
                     self.down[model] = (first_why, items + 1)
 
+    def end_measuring(self) -> None:
+        """Append the cost figures this process measured (every worker its own), once."""
+        meter, self.meter = self.meter, None
+        if meter is not None:
+            cost.end_session(meter)
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         state = self.state
         state.registry.close()
         aio.close()
+        self.end_measuring()
         try:
             if self.controller and state.saw_benchmark_items:
                 self._compact(session)
@@ -586,9 +600,18 @@ class SessionEnd:
                 self.storage_fault = f"{error}; {family}.jsonl is left as appended (it loads as it is)"
                 if self.ran and session.exitstatus == 0:
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        from ragmatrix.cost.store import CostStore
+
+        try:
+            self.store_notes += CostStore(state.results_dir).compact_all()  # one line per (model, device)
+        except StorageError as error:
+            self.storage_fault = f"{error}; the cost records are left as appended (they load as they are)"
         self.unreported = [p.line() for p in suite.problems if p.file not in state.collected_data_files]
         if self.unreported and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.end_measuring()  # a session that ended before its end (a usage error)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not (self.controller and self.state.saw_benchmark_items):
@@ -609,6 +632,7 @@ class SessionEnd:
             write(f"store: {note}", yellow=True)
         from ragmatrix.report import remembered_stats
         from ragmatrix.report.aggregate import aggregate
+        from ragmatrix.report.cost import load_costs
         from ragmatrix.report.terminal import render
 
         loaded = state.store.load_all()
@@ -621,7 +645,11 @@ class SessionEnd:
         remembered.save()
         for note in [left.note() for left in tables.left_out]:
             write(f"note: {note}", yellow=True)
-        for text in render(tables, variants=state.compare_variants) if tables.families else ["no results yet"]:
+        costs, cost_problems = load_costs(tables, state.results_dir, state.benchmark_dir / "models.yaml")
+        for text in cost_problems:
+            write(f"store: {text}", yellow=True)
+        lines = render(tables, variants=state.compare_variants, costs=costs) if tables.families else ["no results yet"]
+        for text in lines:
             write(text)
         shown = _shown(state.results_dir, state.root)
         option = "" if state.results_dir == state.benchmark_dir / "results" else f" --results-dir {shown}"

@@ -9,6 +9,10 @@ Which row of an item wins: a result (status ok) over an error row, then the newe
 (`recorded_at`). Two results for one item that disagree (another result key: other settings,
 another case version; or the same key with another score) are a conflict: the newest still
 wins, and the conflict is reported so that nobody mistakes it for a clean union.
+
+The cost records in each store's `costs/` folder are merged too, never dropped: records of the
+same (family, model, device) are combined by counts, and a record already contained in another
+(the same results, or an older copy of them) is not counted twice (`ragmatrix.cost.store`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragmatrix.cost.store import merge_costs
 from ragmatrix.rows import Row
 from ragmatrix.store import ResultStore, _atomic_write, sort_key
 
@@ -27,6 +32,8 @@ class MergeReport:
     rows: dict[str, int] = field(default_factory=dict)  # family -> rows written
     conflicts: list[str] = field(default_factory=list)  # one line each
     problems: list[str] = field(default_factory=list)  # torn or unreadable lines, ignored
+    costs: dict[str, int] = field(default_factory=dict)  # family -> cost records written
+    cost_notes: list[str] = field(default_factory=list)  # cost records that share measurements
 
 
 def merge_stores(sources: Sequence[Path], into: Path) -> MergeReport:
@@ -67,6 +74,9 @@ def merge_stores(sources: Sequence[Path], into: Path) -> MergeReport:
         with store._lock(family):
             _atomic_write(path, (_line(row) for row in merged))
         report.rows[family] = len(merged)
+    costs = merge_costs([Path(source) for source in sources], into)
+    report.costs, report.cost_notes = costs.records, costs.notes
+    report.problems += costs.problems
     return report
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from ragmatrix import cost
 from ragmatrix.case import CaseInputError
 from ragmatrix.models.client import MODEL_DOWN, ModelError
 from ragmatrix.models.usage import Usage, current_sample, current_usage
@@ -64,6 +65,7 @@ def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> No
     entries: list[dict[str, Any]] = []
     crash: BaseException | None = None
     started = time.perf_counter()
+    work = cost.begin_item(plan.family.name, plan.case.variant)  # the models' work is this family's
     for iteration in range(state.iterations):
         recorder.outcome = None
         sample_token, usage_token = current_sample.set(iteration), current_usage.set(usage)
@@ -89,6 +91,7 @@ def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> No
         entries.append(entry)
         if crash is not None:
             break
+    cost.end_item(work)
     row = build_row(plan, entries, usage, time.perf_counter() - started)
     state.store.append(plan.family.name, row)
     # Reports travel to the xdist controller; this is how the session totals reach it.

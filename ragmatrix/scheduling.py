@@ -28,11 +28,13 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
+from ragmatrix import cost
 from ragmatrix.case import CaseInputError
 from ragmatrix.models import aio
 from ragmatrix.models.client import ModelError
@@ -45,6 +47,8 @@ SCHEDULER_KEY = pytest.StashKey["Scheduler"]()
 EMBED_AHEAD = 1024
 
 Messages = list[dict[str, str]]
+# (model, messages, sample) and, when known, the family the request is for (its cost figures').
+Request = tuple[Any, Messages, int] | tuple[Any, Messages, int, str]
 
 
 @dataclass
@@ -69,7 +73,7 @@ class Scheduler:
             items = item.session.items
             following = items[items.index(item) + 1 :] if item in items else []
         texts: list[tuple[ItemPlan, list[str], list[str]]] = []
-        requests: list[tuple[Any, Messages, int]] = []
+        requests: list[Request] = []
         counted = 0
         # This item, then the ones after it, until the window is full: the answers of a window
         # are awaited before its items run, so a window is also what a killed run loses. An
@@ -98,7 +102,7 @@ class Scheduler:
             if plan is not None:
                 yield item, plan
 
-    def _requests(self, plans: list[ItemPlan]) -> Iterator[tuple[Any, Messages, int]]:
+    def _requests(self, plans: list[ItemPlan]) -> Iterator[Request]:
         for plan in plans:
             first = plan.family.first_requests
             if first is None or plan.model.kind not in ("llm", "ensemble"):
@@ -113,7 +117,7 @@ class Scheduler:
             for sample in range(self.state.iterations):
                 for messages in conversations:
                     for model in models:
-                        yield model, messages, sample
+                        yield model, messages, sample, plan.family.name
 
     def _texts(self, plan: ItemPlan) -> tuple[list[str], list[str]] | None:
         """The (queries, documents) an embedder's item declares, or None."""
@@ -126,8 +130,9 @@ class Scheduler:
             return None  # the item itself records what is wrong with the case
 
     def _embed_ahead(self, declared: list[tuple[ItemPlan, list[str], list[str]]]) -> None:
-        """Each embedder's texts of all these items, embedded in one batch."""
-        texts: dict[str, tuple[Any, list[str], list[str]]] = {}
+        """Each embedder's texts of all these items, embedded in one batch per model, family and
+        variant (so that the model's time is the family's, and a chunking's)."""
+        texts: dict[tuple[str, str, str], tuple[Any, list[str], list[str]]] = {}
         for plan, queries, documents in declared:
             try:
                 model = self.state.registry.build(plan.model)
@@ -135,12 +140,14 @@ class Scheduler:
                 continue  # the item itself records the error
             if not hasattr(model, "prefetch"):
                 continue
-            _, all_queries, all_documents = texts.setdefault(plan.model.id, (model, [], []))
+            group = (plan.model.id, plan.family.name, plan.case.variant)
+            _, all_queries, all_documents = texts.setdefault(group, (model, [], []))
             all_queries += queries
             all_documents += documents
-        for model, queries, documents in texts.values():
+        for (_, family, variant), (model, queries, documents) in texts.items():
             try:
-                model.prefetch(queries, documents)
+                with cost.working_on(family, variant):
+                    model.prefetch(queries, documents)
             except Exception:  # each item then embeds its own texts and records what fails
                 continue
 
@@ -154,12 +161,15 @@ class Scheduler:
         candidates = members if members is not None else [model]
         return [m for m in candidates if hasattr(m, "prefetch")]
 
-    def _send(self, requests: list[tuple[Any, Messages, int]]) -> None:
+    def _send(self, requests: list[Request]) -> None:
         self.requests_sent += len(requests)
         with _progress(self.config, len(requests)) as bar:
 
             async def send_all() -> None:
-                tasks = {model.prefetch(messages, sample) for model, messages, sample in requests}
+                tasks = set()
+                for model, messages, sample, *family in requests:
+                    with cost.working_on(*family) if family else nullcontext():  # each task keeps its family
+                        tasks.add(model.prefetch(messages, sample))
                 bar.total = len(tasks)
                 bar.refresh()
                 for task in tasks:

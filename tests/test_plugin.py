@@ -54,7 +54,7 @@ def test_the_matrix_runs_records_and_prints_a_leaderboard(bench, server):
             "not ranked: too few cases to tell any two models apart*",
             "rank*model*mean*95% CI*n*items*cases*errors*invalid*",
             "*",
-            "*-*scripted*1.000*[[]0.566, 1.000]*5*5*3*0*0",
+            "*-*scripted*1.000*[[]0.566, 1.000]*5*5*3*0*0*",
         ]
     )
     # the file is compact: sorted, one row per item
@@ -143,7 +143,7 @@ def test_model_errors_become_error_rows_and_rerun_next_time(bench, server):
     assert "Traceback" not in result.stdout.str()
     errors = [r for r in rows(bench) if r["status"] == "error"]
     assert len(errors) == 2 and all(r["score"] is None for r in errors)
-    result.stdout.fnmatch_lines(["*scripted*3*5*2*2*0"])  # n=3 scored, 5 items, 2 cases, 2 errors
+    result.stdout.fnmatch_lines(["*scripted*3*5*2*2*0*"])  # n=3 scored, 5 items, 2 cases, 2 errors
     server.reset()
     server.answer = "yes"
     assert_outcomes(run(bench, "-k", "scripted"), passed=2, cached=3)  # only the errors rerun

@@ -437,6 +437,7 @@ def test_the_report_writes_markdown_html_and_plots(report):
         "bars_zelo_battles.png",
         "by_variant_code_retrieval.png",
         "leaderboard.html",
+        "leaderboard.json",
         "leaderboard.md",
         "rss_by_length.png",
         "zelo_heatmap_topic0_strong.png",

@@ -212,7 +212,7 @@ def test_a_beir_folder_runs_end_to_end_on_the_leaderboard_and_reruns_from_the_st
     result = project.runpytest("benchmark", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(
-        ["*ragmatrix leaderboard*", "text_retrieval: nDCG@10, scale 0..1*", "*bm25*0.930*2*2*2*0*0", "*ndcg_at_10*"]
+        ["*ragmatrix leaderboard*", "text_retrieval: nDCG@10, scale 0..1*", "*bm25*0.930*2*2*2*0*0*", "*ndcg_at_10*"]
     )
     rows = [
         json.loads(line) for line in (project.path / "benchmark/results/text_retrieval.jsonl").read_text().splitlines()

@@ -5,6 +5,7 @@ on a laptop) and keeps its own results folder. This command unions their rows: o
 item (test, model, item), a result over an error row, then the newest; the files are written
 compacted and sorted. Two results for one item that disagree (another result key or another
 score) are reported as conflicts; the newest is kept. Exit status 1 when there were conflicts.
+The cost records (`costs/`) are combined by counts, per family, model and device; none is dropped.
 
 examples:
   ragmatrix merge gpu-box/results laptop/results --into benchmark/results
@@ -37,7 +38,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"ignored: {problem}")
     for conflict in report.conflicts:
         print(f"conflict: {conflict}")
+    for note in report.cost_notes:
+        print(f"note: {note}")
     total = sum(report.rows.values())
     families = ", ".join(f"{family} {count}" for family, count in report.rows.items()) or "none"
-    print(f"merged {len(args.sources)} folders into {args.into}: {total} rows ({families})")
+    records = sum(report.costs.values())
+    print(f"merged {len(args.sources)} folders into {args.into}: {total} rows ({families}), {records} cost records")
     return 1 if report.conflicts else 0

@@ -31,6 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", type=Path, default=None, help="the report folder (default RESULTS_DIR/report)")
     parser.add_argument(
+        "--models-file",
+        type=Path,
+        default=None,
+        help="models.yaml whose prices (and litellm model strings) price the LLMs' tokens "
+        "(default: models.yaml beside the results folder, when there is one)",
+    )
+    parser.add_argument(
         "--compare", type=Path, default=None, metavar="OLD_RESULTS_DIR", help="print what changed since these results"
     )
     parser.add_argument(
@@ -67,14 +74,21 @@ def run(args: argparse.Namespace) -> int:
     out: Path = args.out or results / "report"
     # The folder as the user would name it: as given, or the project's own when it was looked up.
     shown = str(args.results_dir) if args.results_dir is not None else RESULTS_DIR.as_posix()
-    written = write_report(results, out, shown_as=shown, compare_dir=args.compare, heatmaps=args.heatmap)
+    models_file: Path = args.models_file or results.parent / "models.yaml"
+    if args.models_file is not None and not models_file.is_file():
+        raise CommandError(f"{models_file}: no such models file")
+    written = write_report(
+        results, out, shown_as=shown, compare_dir=args.compare, heatmaps=args.heatmap, models_file=models_file
+    )
     for left in written.tables.left_out:
         print(f"note: {left.note()}")
+    for note in written.notes:
+        print(f"note: {note}")
     for problem in written.tables.problems:
         print(f"note: unreadable: {problem}")
     if written.changes is not None:
         print(f"changes since {args.compare}:" if written.changes else f"no changes since {args.compare}")
         for line in written.changes:
             print(f"  {line}")
-    print(f"wrote {written.markdown}, {written.html} and {len(written.plots)} plot(s) in {out}")
+    print(f"wrote {written.markdown}, {written.html}, {written.json} and {len(written.plots)} plot(s) in {out}")
     return 0

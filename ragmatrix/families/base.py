@@ -99,3 +99,6 @@ class Family:
     # Lines the terminal summary shows under this family's tables (its own small tables, its
     # warnings): `terminal_notes(table) -> lines`.
     terminal_notes: Callable[[Any], list[str]] | None = None
+    # Report blocks that set the family's quality beside its cost figures:
+    # `section(table, costs) -> blocks`, where `costs` is a `ragmatrix.report.cost.FamilyCosts`.
+    cost_sections: Sequence[Callable[[Any, Any], list[Any]]] = field(default=())

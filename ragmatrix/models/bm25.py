@@ -10,7 +10,10 @@ dropped. Scoring is bm25s's Lucene variant (k1 = 1.5, b = 0.75).
 from __future__ import annotations
 
 import re
+import time
 from typing import TYPE_CHECKING, Any
+
+from ragmatrix import cost
 
 if TYPE_CHECKING:
     import numpy as np
@@ -47,8 +50,9 @@ def code_tokens(text: str) -> list[str]:
 class BM25Index:
     """BM25 statistics of one set of documents; `score(queries)` gives queries x documents."""
 
-    def __init__(self, documents: list[str]) -> None:
+    def __init__(self, documents: list[str], owner: Any = None) -> None:
         self.size = len(documents)
+        self.owner = owner  # the retriever, to which each query's scoring time is reported
         self._model: Any = None
         if documents:
             import bm25s
@@ -64,9 +68,12 @@ class BM25Index:
             return scores
         vocabulary = self._model.vocab_dict
         for row, query in enumerate(queries):
+            began = time.perf_counter()
             tokens = [t for t in code_tokens(query) if t in vocabulary]
             if tokens:
                 scores[row] = self._model.get_scores(tokens)
+            if self.owner is not None:
+                cost.query_latency(self.owner, (time.perf_counter() - began) * 1000.0)
         return scores
 
 
@@ -80,8 +87,10 @@ class BM25Retriever:
         self.id = spec.id
 
     def index_documents(self, documents: list[str]) -> BM25Index:
-        """The documents indexed once, ready to score any number of queries."""
-        return BM25Index(documents)
+        """The documents indexed once, ready to score any number of queries; the indexing is
+        timed as the retriever's work, like an embedder's encoding."""
+        with cost.encoding(self, len(documents)):
+            return BM25Index(documents, owner=self)
 
     def score_matrix(self, queries: list[str], documents: list[str]) -> np.ndarray:
         """BM25 scores, one row per query and one column per document."""

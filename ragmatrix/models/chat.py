@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ragmatrix.cache import SqliteCache
+from ragmatrix.cost import timed_request
 from ragmatrix.keys import md5_of
 from ragmatrix.models import aio
 from ragmatrix.models.client import Breaker, Failure, ModelError, RetryPolicy, call
@@ -120,7 +121,9 @@ class ChatModel:
 
         async def send() -> tuple[str, dict[str, Any], float | None]:
             try:
-                return await self.provider.complete(messages, self.spec.timeout)
+                # timed from send to the full answer, for the cost figures (not the first, cold one)
+                reply = self.provider.complete(messages, self.spec.timeout)
+                return await timed_request(self.id, reply, cold=first is not None, usage=lambda a: a[1])
             finally:
                 if first is not None:
                     first.set()

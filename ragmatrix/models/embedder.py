@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from ragmatrix import cost
 from ragmatrix.models.progress import progress
 from ragmatrix.models.spec import TextSpec
 from ragmatrix.models.usage import current_usage
@@ -53,7 +54,10 @@ class Embedder:
         return self._embed([self.spec.document_prefix + t for t in texts], unit)
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
-        return self._embed([self.spec.query_prefix + t for t in texts])
+        queries = [self.spec.query_prefix + t for t in texts]
+        rows = self._embed(queries)
+        cost.time_queries(self, queries, self._encode)  # a few queries alone, for the latency of one
+        return rows
 
     def prefetch(self, queries: list[str], documents: list[str]) -> None:
         """Embed the texts of a window of items now, in one batch (the backend splits it by
@@ -115,6 +119,7 @@ class Embedder:
                     vectors[text] = vector
                     from_cache.append(text)
         misses = [t for t in unique if t not in vectors]
+        cost.served_from_cache(self, len(from_cache))
         usage = current_usage.get()
         if usage is not None:
             written_here = self.cache.written_here(self.fingerprint, from_cache) if self.cache is not None else 0
@@ -126,19 +131,45 @@ class Embedder:
         return np.stack([vectors[t] for t in texts]).astype(np.float32, copy=False)
 
     def _encode_in_blocks(self, texts: list[str], unit: str) -> dict[str, np.ndarray]:
-        import numpy as np
-
         ordered = sorted(texts, key=len, reverse=True)
         blocks = [ordered[i : i + BLOCK] for i in range(0, len(ordered), BLOCK)]
         done: dict[str, np.ndarray] = {}
         with progress(len(texts), f"{self.id}: embedding", unit) if len(texts) >= PROGRESS_FROM else _silent() as step:
             for block in blocks:
-                encoded = np.asarray(self._encode(block), dtype=np.float32)
+                encoded = self._measured_encode(block)
                 if self.cache is not None:
                     self.cache.put_many(self.fingerprint, block, encoded)
                 done.update(zip(block, encoded, strict=True))
                 step(len(block))
         return done
+
+    def _measured_encode(self, texts: list[str]) -> np.ndarray:
+        """`_encode`, timed as the model's own work for the session's cost figures."""
+        import numpy as np
+
+        with cost.encoding(self, len(texts)):
+            return np.asarray(self._encode(texts), dtype=np.float32)
+
+    # -- what the cost figures need (see ragmatrix.cost.meter) ----------------------------------
+
+    def prepare_to_measure(self) -> None:
+        """Load and warm up the model, so that its first timed encode is not its load."""
+
+    @property
+    def cost_device(self) -> str:
+        """The device's full name for the cost figures: `cpu: <CPU model>`, `cuda: <GPU>`, `remote`."""
+        from ragmatrix.cost.device import describe
+
+        return describe(self.device_label)
+
+    @property
+    def cuda_device(self) -> str | None:
+        """The torch CUDA device the model is on ("cuda:0"), for its peak GPU memory; None off CUDA."""
+        return None
+
+    def model_size(self) -> tuple[float | None, int | None]:
+        """The model's files on disk (MB) and its parameter count, where the backend can tell."""
+        return None, None
 
     @property
     def context_limit(self) -> int | None:
@@ -180,7 +211,7 @@ class Embedder:
             self._warmed_up = True
         unique = list(dict.fromkeys(texts))
         began = time.perf_counter()
-        encoded = np.asarray(self._encode(unique), dtype=np.float32)
+        encoded = self._measured_encode(unique)
         ms = (time.perf_counter() - began) * 1000.0
         usage = current_usage.get()
         if usage is not None:

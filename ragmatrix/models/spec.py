@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from ragmatrix.cost.price import Price
+
 if TYPE_CHECKING:
     from ragmatrix.cache import SqliteCache
     from ragmatrix.models.embedding_cache import EmbeddingCache
@@ -103,6 +105,9 @@ class ModelSpec(BaseModel):
     # Consecutive failed attempts (timeouts, connection errors, 5xx) after which the model is
     # down for the rest of the session.
     breaker_after: int = Field(default=5, ge=1)
+    # What an LLM's tokens cost, in US dollars per million; wins over litellm's cost map. Not
+    # part of the key: a price changes what a run costs, not what the model answers.
+    price: Price | None = None
 
     # Computed once per spec and settings: every item's key needs it, and a local model's costs
     # a walk of its folder. Keyed by the fields, so a model_copy with changes recomputes it.
@@ -132,6 +137,8 @@ class ModelSpec(BaseModel):
     def check_kind(self) -> ModelSpec:
         if self.kind not in self.kinds:
             raise ValueError(self.wrong_kind())
+        if self.price is not None and self.kind != "llm":
+            raise ValueError("price goes with an llm: it prices the tokens a model reads and writes")
         return self
 
     def wrong_kind(self) -> str:
@@ -165,6 +172,11 @@ class ModelSpec(BaseModel):
         for module, package in self.needs.items():
             if find_spec(module) is None:
                 return package
+        return None
+
+    def expected_device(self) -> str | None:
+        """For a model that chooses its device (`device:`), the device it will take, told without
+        loading it (the session header names it); None for every other model."""
         return None
 
     def relative_to(self, folder: Path) -> ModelSpec:

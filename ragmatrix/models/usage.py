@@ -21,6 +21,11 @@ class Usage:
     embedding_cache_hits: int = 0  # texts served from the embedding cache, stored by an earlier run
     embedding_shared: int = 0  # texts served from the embedding cache, stored earlier in this run
     answers_cut: int = 0  # answers longer than the stored maximum, kept only in part
+    tokens_counted: int = 0  # calls whose server reported no tokens: counted with litellm's tokenizer
+    # The evaluator's share of the calls and tokens above: another model's, not the item's own.
+    evaluator_calls: int = 0
+    evaluator_prompt_tokens: int = 0
+    evaluator_completion_tokens: int = 0
 
     def add(self, usage: dict[str, Any] | None, cost: float | None, cached: bool) -> None:
         self.calls += 1
@@ -28,10 +33,27 @@ class Usage:
         usage = usage or {}
         self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
         self.completion_tokens += int(usage.get("completion_tokens") or 0)
+        self.tokens_counted += int(usage.get("counted") or 0)
         if cost is None or self.cost_usd is None:
             self.cost_usd = None
         else:
             self.cost_usd += cost
+
+    def add_evaluator(self, evaluator: Usage) -> None:
+        """The evaluator's calls of this item: in the totals, and apart, so that the item's own
+        model is not charged for them."""
+        self.calls += evaluator.calls
+        self.cached_calls += evaluator.cached_calls
+        self.prompt_tokens += evaluator.prompt_tokens
+        self.completion_tokens += evaluator.completion_tokens
+        self.tokens_counted += evaluator.tokens_counted
+        if evaluator.cost_usd is None or self.cost_usd is None:
+            self.cost_usd = None if evaluator.calls else self.cost_usd
+        else:
+            self.cost_usd += evaluator.cost_usd
+        self.evaluator_calls += evaluator.calls
+        self.evaluator_prompt_tokens += evaluator.prompt_tokens
+        self.evaluator_completion_tokens += evaluator.completion_tokens
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -48,6 +70,12 @@ class Usage:
             data["embedding_shared"] = self.embedding_shared
         if self.answers_cut:
             data["answers_cut"] = self.answers_cut
+        if self.tokens_counted:
+            data["tokens_counted"] = self.tokens_counted
+        if self.evaluator_calls:
+            data["evaluator_calls"] = self.evaluator_calls
+            data["evaluator_prompt_tokens"] = self.evaluator_prompt_tokens
+            data["evaluator_completion_tokens"] = self.evaluator_completion_tokens
         return data
 
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 MARKDOWN = "leaderboard.md"
 HTML = "leaderboard.html"
 # The PNGs every report writes; a family's own are named by its descriptor's plots.
-PLOT_PATTERNS = ("bars_*.png", "by_variant_*.png")
+PLOT_PATTERNS = ("bars_*.png", "by_variant_*.png", "tradeoff_*.png")
 MEMO = "stats.json"
 
 
@@ -32,8 +32,10 @@ class Written:
     tables: Tables
     markdown: Path
     html: Path
+    json: Path | None = None  # leaderboard.json
     plots: list[Path] = field(default_factory=list)
     changes: list[str] | None = None  # with a comparison: what changed
+    notes: list[str] = field(default_factory=list)  # unreadable cost records, a models file without prices
 
 
 @dataclass
@@ -67,17 +69,20 @@ def write_report(
     shown_as: str | None = None,
     compare_dir: Path | None = None,
     heatmaps: Sequence[str] | None = None,
+    models_file: Path | None = None,
 ) -> Written:
     """Read the results, write the report into `out_dir`. `shown_as` names the results folder
-    in the report (default: its name)."""
+    in the report (default: its name); `models_file` prices the LLMs (models.yaml)."""
     from ragmatrix import checksum
-    from ragmatrix.report import content, document, plots
+    from ragmatrix.report import content, document, leaderboard_json, plots, tradeoff
     from ragmatrix.report.aggregate import aggregate
     from ragmatrix.report.compare import changes
+    from ragmatrix.report.cost import load_costs
 
     rows, problems = load(results_dir)
     remembered = remembered_stats()
     tables = aggregate(rows, problems, memo=remembered)
+    costs, notes = load_costs(tables, results_dir, models_file)
     out_dir.mkdir(parents=True, exist_ok=True)
     patterns = [*PLOT_PATTERNS]
     patterns += [p for t in tables.families if t.descriptor for plot in t.descriptor.plots for p in plot.patterns]
@@ -99,12 +104,18 @@ def write_report(
             if path is not None:
                 drawn.by_variant[table.family] = path.name
                 written.append(path)
+        path = tradeoff.draw(out_dir / f"tradeoff_{table.family}.png", table, costs[table.family], context.palette)
+        if path is not None:
+            drawn.tradeoff[table.family] = path.name
+            written.append(path)
         for plot in table.descriptor.plots if table.descriptor else ():
             paths = plot.draw(out_dir, table, context)
             drawn.own.setdefault(table.family, []).extend(p.name for p in paths)
             written += paths
 
-    report_context = content.Context(results=shown_as or results_dir.name, checksum=checksum.status_line(results_dir))
+    report_context = content.Context(
+        results=shown_as or results_dir.name, checksum=checksum.status_line(results_dir), costs=costs
+    )
     found: list[str] | None = None
     if compare_dir is not None:
         old_rows, _ = load(compare_dir)
@@ -116,4 +127,6 @@ def write_report(
     markdown.write_text(document.markdown(blocks), encoding="utf-8")
     page = out_dir / HTML
     page.write_text(document.html_page(blocks, out_dir, "ragmatrix leaderboard"), encoding="utf-8")
-    return Written(tables, markdown, page, written, found)
+    board = out_dir / leaderboard_json.FILE_NAME
+    board.write_text(leaderboard_json.to_text(leaderboard_json.build(tables, costs, shown_as or results_dir.name)))
+    return Written(tables, markdown, page, board, written, found, notes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ragmatrix.report import cost
 from ragmatrix.report.aggregate import (
     INCOMPLETE,
     MIN_SHARED_CASES,
@@ -30,6 +31,7 @@ class Plots:
     bars: dict[str, str] = field(default_factory=dict)  # family -> file
     by_variant: dict[str, str] = field(default_factory=dict)  # family -> file
     own: dict[str, list[str]] = field(default_factory=dict)  # family -> files of its own plots
+    tradeoff: dict[str, str] = field(default_factory=dict)  # family -> its quality-against-cost plot
 
 
 @dataclass
@@ -38,6 +40,7 @@ class Context:
     checksum: str | None = None  # one line on the checksum file, when there is one
     compared_with: str | None = None
     changes: list[str] = field(default_factory=list)
+    costs: dict[str, cost.FamilyCosts] = field(default_factory=dict)  # family -> its models' cost figures
 
 
 def build(tables: Tables, plots: Plots, context: Context) -> list[Block]:
@@ -60,6 +63,7 @@ def build(tables: Tables, plots: Plots, context: Context) -> list[Block]:
         blocks.append(Bullets(context.changes) if context.changes else Paragraph("Nothing changed."))
     for table in tables.families:
         blocks += _family(table, plots)
+        blocks += cost.report_blocks(table, context.costs.get(table.family), plots.tradeoff.get(table.family))
     return blocks
 
 

@@ -3,22 +3,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ragmatrix.report.aggregate import Comparison, FamilyTable, MetricLine, Tables
+from ragmatrix.report.cost import FamilyCosts, terminal_columns, terminal_notes
 
 METRICS_PER_TABLE = 4
 SAME = "≈"
 
 
-def render(tables: Tables, variants: bool = False) -> list[str]:
-    """Every family's table, its metrics per variant, its breakdowns, and with `variants` the
-    tests between each model's variants."""
+def render(tables: Tables, variants: bool = False, costs: Mapping[str, FamilyCosts] | None = None) -> list[str]:
+    """Every family's table (with its models' cost figures, given `costs`), its metrics per
+    variant, its breakdowns, and with `variants` the tests between each model's variants."""
     out: list[str] = []
     for table in tables.families:
         if out:
             out.append("")
-        out += family_table(table)
+        out += family_table(table, (costs or {}).get(table.family))
         out += metric_tables(table)
         out += breakdown_tables(table)
         if table.descriptor is not None and table.descriptor.terminal_notes is not None:
@@ -41,16 +42,19 @@ def heading(table: FamilyTable) -> str:
     )
 
 
-def family_table(table: FamilyTable) -> list[str]:
+def family_table(table: FamilyTable, costs: FamilyCosts | None = None) -> list[str]:
     digits = table.headline.digits
-    rows: list[tuple[str, ...]] = [("rank", "model", "mean", "95% CI", "n", "items", "cases", "errors", "invalid")]
+    cost_header, cost_cells = terminal_columns(costs, [line.model for line in table.lines])
+    header = ("rank", "model", "mean", "95% CI", "n", "items", "cases", "errors", "invalid", *cost_header)
+    rows: list[tuple[str, ...]] = [header]
     for line in table.lines:
         rank = "-" if line.rank is None else f"{line.rank}{SAME if line.same_as_above else ''}"
         mean = "-" if line.mean is None else f"{line.mean:.{digits}f}"
         counts = (str(line.n), str(line.items), str(line.cases), str(line.errors), str(line.invalid))
-        rows.append((rank, line.label, mean, _ci(line.low, line.high, digits), *counts))
+        rows.append((rank, line.label, mean, _ci(line.low, line.high, digits), *counts, *cost_cells[line.model]))
     unranked = [table.unranked] if table.unranked else []
-    return [heading(table), *unranked, *aligned(rows, numeric={0, 2, 4, 5, 6, 7, 8})]
+    numeric = {0, 2, 4, 5, 6, 7, 8} | {9 + i for i, name in enumerate(cost_header) if name != "device"}
+    return [heading(table), *unranked, *aligned(rows, numeric=numeric), *terminal_notes(costs)]
 
 
 def metric_tables(table: FamilyTable) -> list[str]:

@@ -9,6 +9,7 @@ error handling of the real client stack is exercised end to end.
     with OpenAIServer(answer="yes") as srv:
         srv.inject(Reply.error(429, retry_after=1))
         srv.on("capital of France", "Paris")
+        srv.usage = {"prompt_tokens": 10, "completion_tokens": 2}  # or None: no usage at all
         # The first call gets the 429; a second call about France gets "Paris".
         ... litellm.completion(model="openai/m", api_base=srv.base_url, api_key="x", ...)
         assert srv.count() == 2  # chat requests seen, retries included
@@ -43,6 +44,8 @@ __all__ = ["Answer", "OpenAIServer", "Reply", "embed_text"]
 
 # A constant answer, or a function of the chat messages.
 Answer = str | Callable[[list[dict[str, Any]]], str]
+# The token counts a chat answer reports: counted in words ("words"), given, or none at all.
+Usage = Literal["words"] | dict[str, int] | None
 
 ReplyKind = Literal["text", "error", "hang", "garbage", "empty_choices", "null_content", "echo_key"]
 
@@ -260,6 +263,7 @@ class OpenAIServer:
         answer: Answer = "yes",
         *,
         latency: float = 0.0,
+        usage: Usage = "words",
         embedding_dim: int = 16,
         models: Iterable[str] = ("test-model", "test-embed"),
         host: str = "127.0.0.1",
@@ -267,6 +271,7 @@ class OpenAIServer:
     ) -> None:
         self.answer: Answer = answer
         self.latency: float = latency
+        self.usage: Usage = usage
         self.embedding_dim: int = embedding_dim
         self.host = host
         self._requested_port = port
@@ -509,23 +514,26 @@ class OpenAIServer:
                     "finish_reason": "stop",
                 }
             ]
-        prompt_tokens = sum(_word_count(_message_text(m)) for m in messages)
-        completion_tokens = _word_count(content or "")
-        self._send_json(
-            h,
-            {
-                "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": body.get("model") or "test-model",
-                "choices": choices,
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": completion_tokens,
-                    "total_tokens": prompt_tokens + completion_tokens,
-                },
-            },
-        )
+        payload: dict[str, Any] = {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model") or "test-model",
+            "choices": choices,
+        }
+        usage = self.usage
+        if usage is not None:
+            if usage == "words":
+                prompt_tokens = sum(_word_count(_message_text(m)) for m in messages)
+                completion_tokens = _word_count(content or "")
+            else:
+                prompt_tokens, completion_tokens = usage["prompt_tokens"], usage["completion_tokens"]
+            payload["usage"] = {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            }
+        self._send_json(h, payload)
 
     def _send_embeddings(self, h: _Handler, body: dict[str, Any], *, empty: bool) -> None:
         raw = body.get("input")

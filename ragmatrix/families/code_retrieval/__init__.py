@@ -6,7 +6,8 @@
 - `query_file`: the Rust embedding benchmark's query files, each query a case;
 - `retrieval`: the index, the ranking and the file- and answer-level scores;
 - `rust_tool`: the Rust embedding benchmark's answer metrics, as it computes them;
-- `report`: what each model read of its chunks, and the Rust tool's table, in the leaderboard.
+- `report`: what each model read of its chunks, the Rust tool's table, and the same table's
+  shape with embeddings per second beside the cost figures.
 """
 
 from ragmatrix.families.base import Family, Headline
@@ -43,4 +44,5 @@ FAMILY = Family(
     new_session=new_session,
     report_sections=(report.section,),
     terminal_notes=report.terminal_notes,
+    cost_sections=(report.speed_table,),
 )

@@ -5,6 +5,9 @@ Rust embedding benchmark's table, under the family's tables in the terminal and 
   of chunks longer than the tokens the model reads (it cuts them silently) and the share of the
   chunks' tokens it never reads, with a warning when that share is `UNREAD_WARNING` or more:
   such a model is scored on the beginnings of its chunks.
+- **The Rust tool's table shape with speed** (`speed_table`, in the report's cost section): per
+  model and chunking, this project's file- and answer-level means beside the embeddings per
+  second of the model's own encode time (from the cost records).
 - **The Rust tool's table.** Per model and chunking: file nDCG@10 (the tool's and this project's
   agree), and the tool's answer nDCG@10, Hit@1/3/5 and MRR@10 as it computes them
   (`rust_tool`), overall and for code and doc queries, so that its published tables can be set
@@ -236,3 +239,53 @@ def section(table: Any, images: list[str]) -> list[Any]:
             Table(_TOOL_HEADER, _tool_rows(tools), numeric=set(range(2, 14))),
         ]
     return blocks
+
+
+COLUMNS = (
+    ("file nDCG@10", "ndcg_at_10"),
+    ("MRR@10", "mrr_at_10"),
+    ("Recall@10", "recall_at_10"),
+    ("P@1", "precision_at_1"),
+    ("answer Hit@1", "answer_hit_at_1"),
+    ("answer Hit@3", "answer_hit_at_3"),
+    ("answer Hit@5", "answer_hit_at_5"),
+    ("answer MRR@10", "answer_mrr_at_10"),
+)
+
+
+def speed_table(table: Any, costs: Any) -> list[Any]:
+    """Per model and chunking: the file- and answer-level means and the embeddings per second."""
+    from ragmatrix.report.document import Heading, Paragraph, Table
+
+    lines = table.metrics_by_variant or table.metrics
+    if not lines:
+        return []
+    rows = []
+    for line in sorted(lines, key=lambda metric: (metric.model, metric.variant)):
+        values = [line.values.get(name) for _, name in COLUMNS]
+        speed = costs.by_variant.get((line.model, line.variant))
+        if speed is None and not table.metrics_by_variant:
+            main = costs.of(line.model).main
+            speed = main.embeddings_per_s if main is not None else None
+        device = costs.of(line.model).main
+        rows.append(
+            [
+                line.model,
+                line.variant,
+                str(line.n),
+                *["-" if value is None else f"{value.mean:.3f}" for value in values],
+                "-" if speed is None else f"{speed:,.1f}",
+                device.device if device is not None else "-",
+            ]
+        )
+    header = ["model", "chunking", "items", *[title for title, _ in COLUMNS], "emb/s", "device"]
+    return [
+        Heading(3, "code_retrieval: per model and chunking, as the Rust embedding benchmark reports it"),
+        Paragraph(
+            "Means over each model's items of a chunking (the intervals are in the metric tables above); "
+            "`emb/s` is texts per second of the model's own encode time for that chunking's index and "
+            "queries, on the device named, never a cache read (`-`: nothing was encoded, every text came "
+            "from the embedding cache, or the retriever has no speed figure for it)."
+        ),
+        Table(header, rows, numeric=set(range(2, len(header) - 1))),
+    ]

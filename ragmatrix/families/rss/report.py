@@ -22,6 +22,8 @@ class RssDetails(BaseModel):
     chunking: str = "-"
     rss_ci95: tuple[float, float] | None = None  # a bootstrap over the item's samples
     by_length: dict[int, dict[str, float | None]] = {}  # length -> {"rss": ..., "td": ..., "bu": ...}
+    latency_ms: dict[str, float | int | None] = {}  # "total", "synthesis": a sample's mean, in ms
+    device: str | None = None
 
     def rss_by_length(self) -> dict[int, float]:
         return {length: float(rss) for length, v in self.by_length.items() if (rss := v.get("rss")) is not None}
@@ -83,6 +85,10 @@ def draw(out_dir: Path, table: Any, context: Any) -> list[Path]:
     return [save(figure, out_dir / PLOT)]
 
 
+def _ms(value: float | int | None) -> str:
+    return "-" if value is None else f"{float(value):.1f}"
+
+
 def section(table: Any, images: list[str]) -> list[Any]:
     """RSS per item with its interval over samples, and the mean RSS at each length."""
     from ragmatrix.report.document import Heading, Image, Paragraph, Table
@@ -104,17 +110,21 @@ def section(table: Any, images: list[str]) -> list[Any]:
         return []
     columns = sorted(lengths)
     header = ["model", "item", "mode", "chunks", "RSS", "95% CI (samples)", *[f"L={n}" for n in columns]]
+    header += ["total_latency ms", "synthesis_latency ms", "device"]
     rows = []
     for row, entry, by_length, interval in sorted(found, key=lambda f: (f[0].item, f[0].model)):
+        details = _details(entry)
         rows.append(
             [
                 row.model,
                 row.item,
-                _details(entry).mode,
-                _details(entry).chunking,
+                details.mode,
+                details.chunking,
                 "-" if row.score is None else f"{float(row.score):.1f}",
                 f"[{interval[0]:.1f}, {interval[1]:.1f}]" if interval is not None else "-",
                 *[f"{by_length[n]:.1f}" if n in by_length else "-" for n in columns],
+                *[_ms(details.latency_ms.get(name)) for name in ("total", "synthesis")],
+                details.device or "-",
             ]
         )
     blocks: list[Any] = [
@@ -122,9 +132,12 @@ def section(table: Any, images: list[str]) -> list[Any]:
         Paragraph(
             "The interval of an item is a bootstrap over its samples; `L=n` is the mean RSS of the "
             "samples of n chunks. A model's native RSS falls with length once the text outgrows its "
-            "context; merger mode never reads long text."
+            "context; merger mode never reads long text. `total_latency` and `synthesis_latency` are "
+            "Finesse's latencies, under its names: a sample's mean milliseconds for all its embedding "
+            "work, and for its syntheses alone (the prefix embeddings, or the merge), measured once per "
+            "model and device on the device named; compare them only on one device."
         ),
-        Table(header, rows, numeric=set(range(4, len(header)))),
+        Table(header, rows, numeric=set(range(4, len(header) - 1))),
     ]
     blocks += [Image(image, "rss_probes: mean RSS by sequence length, a line per model and mode") for image in images]
     return blocks

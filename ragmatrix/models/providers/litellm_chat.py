@@ -137,7 +137,19 @@ class LitellmChat:
             "prompt_tokens": getattr(usage, "prompt_tokens", 0) or 0,
             "completion_tokens": getattr(usage, "completion_tokens", 0) or 0,
         }
+        if not usage_dict["prompt_tokens"] and not usage_dict["completion_tokens"]:
+            usage_dict = self._counted(messages, text)  # the server reported none
         return text, usage_dict, self._cost(response)
+
+    def _counted(self, messages: list[dict[str, str]], text: str) -> dict[str, Any]:
+        """Tokens counted here, with litellm's tokenizer for the model, and marked as counted."""
+        model = expand_env(str(self.spec.litellm))
+        try:
+            prompt = self.litellm.token_counter(model=model, messages=messages)
+            completion = self.litellm.token_counter(model=model, text=text, count_response_tokens=True)
+        except Exception:  # a tokenizer that cannot load: no counts rather than no answer
+            return {"prompt_tokens": 0, "completion_tokens": 0}
+        return {"prompt_tokens": int(prompt), "completion_tokens": int(completion), "counted": 1}
 
     def _cost(self, response: Any) -> float | None:
         hidden = getattr(response, "_hidden_params", None) or {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from ragmatrix import cost
 from ragmatrix.models import aio
 from ragmatrix.models.client import Breaker, ModelError, RetryPolicy, call
 from ragmatrix.models.embedder import Embedder, normalise_rows
@@ -55,6 +56,7 @@ class LitellmEmbedder(Embedder):
         self.policy = RetryPolicy(retries=spec.retries)
         self.breaker = Breaker(spec.breaker_after)
         self._semaphore: asyncio.Semaphore | None = None
+        self._answered = 0  # requests answered: the first ones pay for the client's start
 
     async def _embed_batch(self, texts: list[str]) -> list[list[float]]:
         litellm = self.connection.litellm
@@ -62,7 +64,7 @@ class LitellmEmbedder(Embedder):
             self._semaphore = asyncio.Semaphore(self.spec.concurrency)
 
         async def send() -> Any:
-            return await litellm.aembedding(
+            request = litellm.aembedding(
                 model=expand_env(str(self.spec.litellm)),
                 input=texts,
                 timeout=self.spec.timeout,
@@ -70,6 +72,9 @@ class LitellmEmbedder(Embedder):
                 num_retries=0,
                 **self.connection.connection(),
             )
+            answer = await cost.timed_request(self.id, request, cold=self._answered == 0)
+            self._answered += 1
+            return answer
 
         response = await call(
             send,

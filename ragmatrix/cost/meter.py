@@ -1,0 +1,359 @@
+"""The session's cost meter, and how a model's work reaches it.
+
+Two context variables carry the attribution, as `current_usage` carries an item's usage:
+
+- `current_meter`: the session's `Meter`, set by the plugin for a benchmark session (nothing is
+  measured outside one: the command line, a library call);
+- `current_work`: the family (and variant) the work is for, set by the runner around each item
+  and by the scheduler around what it sends and embeds ahead of the items.
+
+Models call the functions below where they work: `encoding` around their own encode calls
+(never cache reads), `served_from_cache`, `time_queries`, `query_latency` and
+`timed_request`. Each adds to the meter's record of (family, model, device). The meter keeps
+the figures since its last flush as deltas, and appends them to the results folder at most
+every `FLUSH_EVERY_S` seconds (after an item) and at session end.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar, Token
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ragmatrix.cost import device as devices
+from ragmatrix.cost.histogram import LatencyHistogram
+from ragmatrix.cost.memory import PeakMemory
+from ragmatrix.cost.record import CostRecord, VariantWork
+
+T = TypeVar("T")
+FLUSH_EVERY_S = 5.0
+# Queries timed alone per (family, model, device) and process: enough for a median and a
+# 95th percentile, little enough to add well under a second for a local model.
+QUERY_SAMPLES = 32
+
+Key = tuple[str, str, str]  # (family, model id, device)
+
+
+@dataclass(frozen=True)
+class Work:
+    family: str
+    variant: str = ""
+
+
+current_work: ContextVar[Work | None] = ContextVar("current_work", default=None)
+
+
+@dataclass
+class _Delta:
+    """What one process measured for one key since the last flush."""
+
+    texts: int = 0
+    encode_s: float = 0.0
+    cache_hits: int = 0
+    variants: dict[str, list[float]] = field(default_factory=dict)  # variant -> [texts, seconds]
+    queries: LatencyHistogram = field(default_factory=LatencyHistogram)
+    requests: int = 0
+    request_ms: LatencyHistogram = field(default_factory=LatencyHistogram)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    peak_rss_mb: float | None = None
+    peak_gpu_mb: float | None = None
+    model_mb: float | None = None
+    parameters: int | None = None
+    first: str | None = None
+    last: str | None = None
+
+    def touch(self) -> None:
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        self.first = self.first or now
+        self.last = now
+
+    def record(self, key: Key, session: str) -> CostRecord:
+        family, model, device = key
+        return CostRecord(
+            family=family,
+            model=model,
+            device=device,
+            texts=self.texts,
+            encode_s=round(self.encode_s, 6),
+            cache_hits=self.cache_hits,
+            variants={
+                name: VariantWork(texts=int(texts), encode_s=round(seconds, 6))
+                for name, (texts, seconds) in self.variants.items()
+                if name
+            },
+            query_ms=self.queries.to_json(),
+            requests=self.requests,
+            request_ms=self.request_ms.to_json(),
+            tokens_in=self.tokens_in,
+            tokens_out=self.tokens_out,
+            peak_rss_mb=None if self.peak_rss_mb is None else round(self.peak_rss_mb, 1),
+            peak_gpu_mb=None if self.peak_gpu_mb is None else round(self.peak_gpu_mb, 1),
+            model_mb=None if self.model_mb is None else round(self.model_mb, 1),
+            parameters=self.parameters,
+            first_measured=self.first,
+            last_measured=self.last,
+            sessions=[session],
+        )
+
+
+class Meter:
+    """The figures of one process's session, by (family, model, device).
+
+    `directory` is the results folder (records go to its `costs/`); None keeps them in memory
+    (`totals`), for a script that reads them itself."""
+
+    def __init__(self, directory: Path | None) -> None:
+        self.directory = directory
+        self.session = uuid.uuid4().hex[:12]
+        self.totals: dict[Key, CostRecord] = {}  # everything this process measured, flushed or not
+        self._deltas: dict[Key, _Delta] = {}
+        self._query_samples: Counter[Key] = Counter()
+        self._sized: set[Key] = set()
+        self._warm: set[str] = set()  # models that encoded something for real in this process
+        self._lock = threading.RLock()
+        self._flushed_at = time.monotonic()
+        self._unwritten: list[CostRecord] = []  # records a failed write kept for the next flush
+
+    def _delta(self, key: Key) -> _Delta:
+        delta = self._deltas.get(key)
+        if delta is None:
+            delta = self._deltas[key] = _Delta()
+        return delta
+
+    # -- what models report ------------------------------------------------------------------
+
+    def encoded(self, work: Work, model: str, device: str, texts: int, seconds: float, peak: PeakMemory) -> None:
+        with self._lock:
+            delta = self._delta((work.family, model, device))
+            delta.texts += texts
+            delta.encode_s += seconds
+            variant = delta.variants.setdefault(work.variant, [0, 0.0])
+            variant[0] += texts
+            variant[1] += seconds
+            delta.peak_rss_mb = _larger(delta.peak_rss_mb, peak.rss_mb if devices.is_local(device) else None)
+            delta.peak_gpu_mb = _larger(delta.peak_gpu_mb, peak.gpu_mb)
+            delta.touch()
+            self._warm.add(model)
+
+    def sized(self, work: Work, model: str, device: str, size: tuple[float | None, int | None]) -> None:
+        with self._lock:
+            delta = self._delta((work.family, model, device))
+            delta.model_mb, delta.parameters = size
+
+    def needs_size(self, work: Work, model: str, device: str) -> bool:
+        key = (work.family, model, device)
+        with self._lock:
+            if key in self._sized:
+                return False
+            self._sized.add(key)
+            return True
+
+    def from_cache(self, work: Work, model: str, device: str, texts: int) -> None:
+        with self._lock:
+            self._delta((work.family, model, device)).cache_hits += texts
+
+    def query_samples_wanted(self, work: Work, model: str, device: str) -> int:
+        with self._lock:
+            return max(0, QUERY_SAMPLES - self._query_samples[(work.family, model, device)])
+
+    def query(self, work: Work, model: str, device: str, ms: float) -> None:
+        key = (work.family, model, device)
+        with self._lock:
+            self._query_samples[key] += 1
+            delta = self._delta(key)
+            delta.queries.add(ms)
+            delta.touch()
+
+    def request(self, work: Work, model: str, ms: float, tokens: tuple[int, int]) -> None:
+        with self._lock:
+            delta = self._delta((work.family, model, devices.REMOTE))
+            delta.requests += 1
+            delta.request_ms.add(ms)
+            delta.tokens_in += tokens[0]
+            delta.tokens_out += tokens[1]
+            delta.touch()
+
+    def is_warm(self, model: str) -> bool:
+        with self._lock:
+            return model in self._warm
+
+    # -- keeping them --------------------------------------------------------------------------
+
+    def take(self) -> list[CostRecord]:
+        """The records measured since the last call, which are forgotten here (`totals` keeps
+        the sum)."""
+        from ragmatrix.cost.record import combine
+
+        with self._lock:
+            deltas, self._deltas = self._deltas, {}
+            self._flushed_at = time.monotonic()
+        records = [delta.record(key, self.session) for key, delta in sorted(deltas.items())]
+        for record in records:
+            kept = self.totals.get(record.key)
+            self.totals[record.key] = record if kept is None else combine(kept, record)
+        return records
+
+    def flush(self, force: bool = False) -> None:
+        """Append what was measured since the last flush to `<results>/costs/`, when `force` or
+        when the last flush is `FLUSH_EVERY_S` ago: a killed run loses seconds of figures."""
+        if not force and time.monotonic() - self._flushed_at < FLUSH_EVERY_S:
+            return
+        records, self._unwritten = [*self._unwritten, *self.take()], []
+        if records and self.directory is not None:
+            from ragmatrix.cost.store import CostStore
+
+            try:
+                CostStore(self.directory).append(records)
+            except OSError:  # a full or read-only disk must not cost the item its row
+                self._unwritten = records
+
+
+current_meter: ContextVar[Meter | None] = ContextVar("current_meter", default=None)
+
+
+def _larger(a: float | None, b: float | None) -> float | None:
+    present = [value for value in (a, b) if value is not None]
+    return max(present) if present else None
+
+
+def _target() -> tuple[Meter, Work] | None:
+    meter = current_meter.get()
+    work = current_work.get()
+    return (meter, work) if meter is not None and work is not None else None
+
+
+# --- the session and its items (the plugin) -------------------------------------------------------
+
+
+def start_session(directory: Path | None) -> Token[Meter | None]:
+    return current_meter.set(Meter(directory))
+
+
+def end_session(token: Token[Meter | None]) -> None:
+    """Append what is left, and stop measuring."""
+    meter = current_meter.get()
+    try:
+        if meter is not None:
+            meter.flush(force=True)
+    finally:
+        current_meter.reset(token)
+
+
+def begin_item(family: str, variant: str) -> Token[Work | None]:
+    return current_work.set(Work(family, variant))
+
+
+def end_item(token: Token[Work | None]) -> None:
+    current_work.reset(token)
+    meter = current_meter.get()
+    if meter is not None:
+        meter.flush()
+
+
+@contextmanager
+def working_on(family: str, variant: str = "") -> Iterator[None]:
+    """Attribute the work inside to `family` (the scheduler's, done ahead of the items)."""
+    token = current_work.set(Work(family, variant))
+    try:
+        yield
+    finally:
+        current_work.reset(token)
+
+
+# --- what models call ------------------------------------------------------------------------------
+
+
+def device_of(model: Any) -> str:
+    """The full name of the device a model works on (see `ragmatrix.cost.device`)."""
+    named = getattr(model, "cost_device", None)
+    return str(named) if named else devices.describe("cpu")
+
+
+@contextmanager
+def encoding(model: Any, texts: int) -> Iterator[None]:
+    """Around a model's own encode (or index) call of `texts` texts: its seconds and the peak
+    memory, outside any load or warm-up (`model.prepare_to_measure()`, where it has one)."""
+    target = _target()
+    if target is None:
+        yield
+        return
+    meter, work = target
+    prepare = getattr(model, "prepare_to_measure", None)
+    if prepare is not None:
+        prepare()
+    device = device_of(model)
+    local = devices.is_local(device)
+    if local and meter.needs_size(work, model.id, device):
+        size = getattr(model, "model_size", None)
+        meter.sized(work, model.id, device, size() if size is not None else (None, None))
+    peak = PeakMemory(getattr(model, "cuda_device", None) if local else None)
+    with peak:
+        began = time.perf_counter()
+        yield
+        seconds = time.perf_counter() - began
+    meter.encoded(work, model.id, device, texts, seconds, peak)
+
+
+def served_from_cache(model: Any, texts: int) -> None:
+    target = _target()
+    if target is not None and texts:
+        meter, work = target
+        meter.from_cache(work, model.id, device_of(model), texts)
+
+
+def time_queries(model: Any, texts: list[str], encode: Callable[[list[str]], Any]) -> None:
+    """Time up to the wanted number of `texts` (queries, prefixes applied) embedded one at a
+    time by `encode` (the model itself, no cache), once the model has encoded for real in this
+    process: the latency of one query, which batching would hide. A model over HTTP is not
+    asked again: its requests are timed as they are made."""
+    target = _target()
+    if target is None or not texts:
+        return
+    meter, work = target
+    device = device_of(model)
+    if not devices.is_local(device) or not meter.is_warm(model.id):
+        return
+    wanted = meter.query_samples_wanted(work, model.id, device)
+    for text in list(dict.fromkeys(texts))[:wanted]:
+        began = time.perf_counter()
+        encode([text])
+        meter.query(work, model.id, device, (time.perf_counter() - began) * 1000.0)
+
+
+def query_latency(model: Any, ms: float) -> None:
+    """A query's latency as the model's own work measured it (a lexical retriever scoring one
+    query), within the sample budget."""
+    target = _target()
+    if target is None:
+        return
+    meter, work = target
+    device = device_of(model)
+    if meter.query_samples_wanted(work, model.id, device):
+        meter.query(work, model.id, device, ms)
+
+
+async def timed_request(
+    model: str, request: Awaitable[T], cold: bool = False, usage: Callable[[T], Any] | None = None
+) -> T:
+    """Await one request attempt and, when it answers, record its latency (from send to the
+    full answer) and the tokens `usage(answer)` reports. `cold`: the model's first request in
+    this process, which pays for the client's start (imports, connections): not recorded."""
+    target = _target()
+    began = time.perf_counter()
+    answer = await request
+    if target is not None and not cold:
+        meter, work = target
+        tokens = usage(answer) if usage is not None else None
+        tokens = tokens if isinstance(tokens, dict) else {}
+        counts = (int(tokens.get("prompt_tokens") or 0), int(tokens.get("completion_tokens") or 0))
+        meter.request(work, model, (time.perf_counter() - began) * 1000.0, counts)
+    return answer

@@ -1,0 +1,82 @@
+"""What an LLM's tokens cost: `price:` on its models.yaml entry, else litellm's local cost map.
+
+The cost map is the JSON file litellm ships with its package
+(`model_prices_and_context_window_backup.json`), read as a file: litellm is not imported and
+nothing is fetched. A model reached through `api_base` (a self-hosted or proxied server) has no
+list price: only models.yaml can price it. A model with neither has no price (None), never a
+price of 0.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+COST_MAP = "model_prices_and_context_window_backup.json"
+PER_MILLION = 1_000_000
+
+
+class Price(BaseModel):
+    """US dollars per million tokens, as models.yaml writes it:
+    `price: {input_per_million: 0.15, output_per_million: 0.6}`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_per_million: float = Field(ge=0)
+    output_per_million: float = Field(ge=0)
+
+    def usd(self, tokens_in: int, tokens_out: int) -> float:
+        return (tokens_in * self.input_per_million + tokens_out * self.output_per_million) / PER_MILLION
+
+
+@functools.cache
+def cost_map() -> dict[str, Any]:
+    """litellm's bundled cost map, or {} where litellm is not installed."""
+    spec = find_spec("litellm")
+    for folder in list(spec.submodule_search_locations or []) if spec is not None else []:
+        path = Path(folder) / COST_MAP
+        if path.is_file():
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except ValueError:
+                return {}
+            return data if isinstance(data, dict) else {}
+    return {}
+
+
+def listed_price(model: str) -> Price | None:
+    """The cost map's price of a litellm model string ("openai/gpt-4o-mini", "gpt-4o-mini"):
+    the entry of the whole string, else of the name after the provider when the entry's
+    provider is that one."""
+    known = cost_map()
+    entry = known.get(model)
+    if entry is None and "/" in model:
+        provider, name = model.split("/", 1)
+        candidate = known.get(name)
+        if isinstance(candidate, dict) and candidate.get("litellm_provider") == provider:
+            entry = candidate
+    if not isinstance(entry, dict):
+        return None
+    per_in, per_out = entry.get("input_cost_per_token"), entry.get("output_cost_per_token")
+    if not isinstance(per_in, int | float) or not isinstance(per_out, int | float):
+        return None
+    return Price(input_per_million=per_in * PER_MILLION, output_per_million=per_out * PER_MILLION)
+
+
+def price_of(spec: Any) -> tuple[Price | None, str]:
+    """A model spec's price and where it comes from ("models.yaml", "litellm cost map", or
+    "unknown")."""
+    own = getattr(spec, "price", None)
+    if own is not None:
+        return own, "models.yaml"
+    model = getattr(spec, "litellm", None)
+    if isinstance(model, str) and not getattr(spec, "api_base", None) and "${" not in model:
+        listed = listed_price(model)
+        if listed is not None:
+            return listed, "litellm cost map"
+    return None, "unknown"

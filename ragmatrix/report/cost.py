@@ -1,0 +1,369 @@
+"""Quality against cost: each model's cost figures beside its score, for the terminal and the report.
+
+Speed, latency and memory come from the cost records (`ragmatrix.cost`), measured when the work
+was done, per device; a model with records on several devices shows the device with the most
+measured work first, and the others beside it. Tokens and their price come from the rows that
+count in the family's table: the tokens the servers reported (or that were counted where they
+reported none), the evaluator's share left out, priced by models.yaml or litellm's local cost
+map (`ragmatrix.cost.price`). A figure that does not apply, or was never measured, is None:
+never a 0 that could pass for a measurement.
+
+Nothing heavy is imported here: the terminal summary of a cached run uses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ragmatrix.cost.price import Price, price_of
+from ragmatrix.cost.record import CostRecord
+
+if TYPE_CHECKING:
+    from ragmatrix.models.spec import ModelSpec
+    from ragmatrix.report.aggregate import FamilyTable, Tables
+    from ragmatrix.rows import Row
+
+ALL_FROM_CACHE = "every text came from the embedding cache: no speed was measured"
+NOT_MEASURED = (
+    "no cost measured: its work predates cost records, or came from the caches "
+    "(pytest benchmark --run-all --no-response-cache measures it)"
+)
+
+
+@dataclass(frozen=True)
+class DeviceFigures:
+    """What one model's work cost on one device, in one family."""
+
+    device: str
+    embeddings_per_s: float | None  # texts the model encoded per second of its own encode time
+    peak_memory_mb: float | None  # the process's peak resident memory while the model worked
+    gpu_memory_mb: float | None
+    latency_ms: tuple[float, float] | None  # p50, p95
+    latency_of: str | None  # "query": one query alone; "request": one request, send to answer
+    model_size_mb: float | None
+    parameters: int | None
+    texts: int
+    requests: int
+    first_measured: str | None
+    last_measured: str | None
+    note: str | None = None
+
+    @property
+    def work(self) -> int:
+        return self.texts + self.requests
+
+
+@dataclass
+class ModelCost:
+    model: str
+    devices: list[DeviceFigures] = field(default_factory=list)  # the most measured work first
+    tokens: tuple[int, int] | None = None  # input, output; None for a model that reads no tokens
+    tokens_counted: int = 0  # calls whose tokens were counted here, the server having reported none
+    usd: float | None = None
+    price: Price | None = None
+    price_source: str = "unknown"
+    note: str | None = None
+
+    @property
+    def main(self) -> DeviceFigures | None:
+        return self.devices[0] if self.devices else None
+
+
+@dataclass
+class FamilyCosts:
+    family: str
+    models: dict[str, ModelCost] = field(default_factory=dict)
+    # (model, variant) -> texts per second on the model's main device (code retrieval: chunking)
+    by_variant: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def of(self, model: str) -> ModelCost:
+        return self.models.get(model) or ModelCost(model, note=NOT_MEASURED)
+
+    @property
+    def devices(self) -> list[str]:
+        """The main devices of the table's local models: speeds compare only within one."""
+        found = {cost.main.device for cost in self.models.values() if cost.main and cost.main.device != "remote"}
+        return sorted(found)
+
+
+# --- the figures -------------------------------------------------------------------------------
+
+
+def device_figures(record: CostRecord) -> DeviceFigures:
+    speed = record.texts / record.encode_s if record.texts and record.encode_s > 0 else None
+    latency: tuple[float, float] | None = None
+    latency_of: str | None = None
+    for histogram, what in ((record.queries, "query"), (record.request_latencies, "request")):
+        p50, p95 = histogram.quantile(0.5), histogram.quantile(0.95)
+        if p50 is not None and p95 is not None:
+            latency, latency_of = (round(p50, 2), round(p95, 2)), what
+            break
+    note = ALL_FROM_CACHE if not record.texts and record.cache_hits and not record.requests else None
+    return DeviceFigures(
+        device=record.device,
+        embeddings_per_s=None if speed is None else round(speed, 2),
+        peak_memory_mb=record.peak_rss_mb,
+        gpu_memory_mb=record.peak_gpu_mb,
+        latency_ms=latency,
+        latency_of=latency_of,
+        model_size_mb=record.model_mb,
+        parameters=record.parameters,
+        texts=record.texts,
+        requests=record.requests,
+        first_measured=record.first_measured,
+        last_measured=record.last_measured,
+        note=note,
+    )
+
+
+def token_totals(rows: Iterable[Row]) -> tuple[int, int, int, int]:
+    """Calls, input tokens, output tokens and counted calls of rows, the evaluator's share out."""
+    calls = tokens_in = tokens_out = counted = 0
+    for row in rows:
+        usage = row.usage
+        calls += int(usage.get("calls", 0)) - int(usage.get("evaluator_calls", 0))
+        tokens_in += int(usage.get("prompt_tokens", 0)) - int(usage.get("evaluator_prompt_tokens", 0))
+        tokens_out += int(usage.get("completion_tokens", 0)) - int(usage.get("evaluator_completion_tokens", 0))
+        counted += int(usage.get("tokens_counted", 0))
+    return calls, tokens_in, tokens_out, counted
+
+
+def model_price(spec: ModelSpec | None) -> tuple[Price | None, str]:
+    """A model's price; an ensemble's only where every member has the same one (its rows hold
+    the members' tokens together)."""
+    if spec is None:
+        return None, "unknown"
+    members = spec.members
+    if not members:
+        return price_of(spec)
+    prices = [price_of(member) for member in members]
+    first = prices[0][0]
+    if first is not None and all(price == first for price, _ in prices):
+        return first, prices[0][1]
+    return None, "members priced differently" if all(price for price, _ in prices) else "unknown"
+
+
+def family_costs(
+    table: FamilyTable, records: Sequence[CostRecord], specs: Mapping[str, ModelSpec] | None = None
+) -> FamilyCosts:
+    """The cost figures of every model in a family's table."""
+    specs = specs or {}
+    costs = FamilyCosts(table.family)
+    mine = [record for record in records if record.family == table.family]
+    rows_by_model: dict[str, list[Row]] = {}
+    for row in table.rows:
+        rows_by_model.setdefault(row.model, []).append(row)
+    for line in table.lines:
+        cost = ModelCost(line.model)
+        found = sorted(
+            (device_figures(record) for record in mine if record.model == line.model),
+            key=lambda figures: (-figures.work, figures.device),
+        )
+        cost.devices = found
+        spec = specs.get(line.model)
+        calls, tokens_in, tokens_out, counted = token_totals(rows_by_model.get(line.model, []))
+        if calls > 0 or (spec is not None and spec.kind in ("llm", "ensemble")):
+            cost.tokens, cost.tokens_counted = (tokens_in, tokens_out), counted
+            cost.price, cost.price_source = model_price(spec)
+            if cost.price is not None:
+                cost.usd = round(cost.price.usd(tokens_in, tokens_out), 8)
+        if not found and cost.tokens is None:
+            cost.note = NOT_MEASURED
+        elif cost.main is not None:
+            cost.note = cost.main.note
+        costs.models[line.model] = cost
+        main = cost.main
+        if main is not None:
+            for record in mine:
+                if record.model == line.model and record.device == main.device:
+                    for variant, work in record.variants.items():
+                        if work.texts and work.encode_s > 0:
+                            costs.by_variant[(line.model, variant)] = round(work.texts / work.encode_s, 2)
+    return costs
+
+
+def all_costs(
+    tables: Tables, records: Sequence[CostRecord], specs: Mapping[str, ModelSpec] | None = None
+) -> dict[str, FamilyCosts]:
+    return {table.family: family_costs(table, records, specs) for table in tables.families}
+
+
+def load_costs(tables: Tables, results_dir: Path, models_file: Path | None) -> tuple[dict[str, FamilyCosts], list[str]]:
+    """The cost figures of a results folder's tables, priced by a models.yaml where there is one;
+    and the problems found reading them."""
+    from ragmatrix.cost.store import CostStore
+
+    loaded = CostStore(results_dir).load_all()
+    problems = list(loaded.problems)
+    specs: dict[str, ModelSpec] = {}
+    if models_file is not None and models_file.is_file():
+        from ragmatrix.models.models_file import ModelsFileError, load_models
+
+        try:
+            specs = {spec.id: spec for spec in load_models(models_file)}
+        except ModelsFileError as error:
+            problems.append(f"no prices: {error}")
+    return all_costs(tables, loaded.records, specs), problems
+
+
+# --- the terminal ------------------------------------------------------------------------------
+
+
+def _number(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _usd(value: float | None) -> str:
+    return "-" if value is None else f"${value:.4f}"
+
+
+COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("texts/s", lambda c: _number(c.main.embeddings_per_s) if c.main else "-"),
+    ("peak MB", lambda c: _number(c.main.peak_memory_mb, 0) if c.main else "-"),
+    ("p50 ms", lambda c: _number(c.main.latency_ms[0]) if c.main and c.main.latency_ms else "-"),
+    ("tokens in/out", lambda c: f"{c.tokens[0]:,}/{c.tokens[1]:,}" if c.tokens else "-"),
+    ("USD", lambda c: _usd(c.usd)),
+    ("device", lambda c: c.main.device if c.main else "-"),
+)
+
+
+def terminal_columns(costs: FamilyCosts | None, models: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """The cost columns a family's terminal table shows (only those some model has a figure
+    for) and each model's cells."""
+    if costs is None:
+        return [], {model: [] for model in models}
+    cells = {model: [render(costs.of(model)) for _, render in COLUMNS] for model in models}
+    shown = [i for i in range(len(COLUMNS)) if any(cells[model][i] != "-" for model in models)]
+    if shown == [len(COLUMNS) - 1]:
+        shown = []  # a device alone says nothing
+    return [COLUMNS[i][0] for i in shown], {model: [cells[model][i] for i in shown] for model in models}
+
+
+def terminal_notes(costs: FamilyCosts | None) -> list[str]:
+    """Lines under a family's table: when the figures were measured, and where devices differ."""
+    if costs is None:
+        return []
+    dates = [
+        d for cost in costs.models.values() for f in cost.devices for d in (f.first_measured, f.last_measured) if d
+    ]
+    notes = []
+    if dates:
+        notes.append(
+            f"cost: measured {min(dates)[:10]} to {max(dates)[:10]}, kept per device (never from a cache read)"
+        )
+    if len(costs.devices) > 1:
+        notes.append(f"cost: devices differ ({'; '.join(costs.devices)}): compare speeds only on one device")
+    for model, cost in sorted(costs.models.items()):
+        if cost.main is not None and cost.main.note:
+            notes.append(f"cost: {model}: {cost.main.note}")
+    return notes
+
+
+# --- the report --------------------------------------------------------------------------------
+
+
+def _latency(figures: DeviceFigures | None) -> str:
+    if figures is None or figures.latency_ms is None:
+        return "-"
+    p50, p95 = figures.latency_ms
+    return f"{p50:,.1f} / {p95:,.1f} ({figures.latency_of})"
+
+
+def _size(figures: DeviceFigures | None) -> str:
+    if figures is None or (figures.model_size_mb is None and figures.parameters is None):
+        return "-"
+    parts = []
+    if figures.model_size_mb is not None:
+        parts.append(f"{figures.model_size_mb:,.0f} MB")
+    if figures.parameters is not None:
+        parts.append(f"{figures.parameters / 1e6:,.1f}M parameters")
+    return ", ".join(parts)
+
+
+def _price(cost: ModelCost) -> str:
+    if cost.price is None:
+        return "-" if cost.tokens is None else f"none ({cost.price_source})"
+    return f"${cost.price.input_per_million:g} / ${cost.price.output_per_million:g} ({cost.price_source})"
+
+
+def _measured(figures: DeviceFigures | None) -> str:
+    if figures is None or not figures.last_measured:
+        return "-"
+    first, last = (figures.first_measured or figures.last_measured)[:10], figures.last_measured[:10]
+    return last if first == last else f"{first} to {last}"
+
+
+REPORT_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("device", lambda c, f: f.device if f else "-"),
+    ("texts/s", lambda c, f: _number(f.embeddings_per_s) if f else "-"),
+    ("latency p50 / p95 ms", lambda c, f: _latency(f)),
+    ("peak memory MB", lambda c, f: _number(f.peak_memory_mb, 0) if f else "-"),
+    ("GPU memory MB", lambda c, f: _number(f.gpu_memory_mb, 0) if f else "-"),
+    ("model", lambda c, f: _size(f)),
+    ("tokens in / out", lambda c, f: f"{c.tokens[0]:,} / {c.tokens[1]:,}" if c.tokens else "-"),
+    ("$ per M in / out", lambda c, f: _price(c)),
+    ("USD", lambda c, f: _usd(c.usd)),
+    ("measured", lambda c, f: _measured(f)),
+)
+
+READING = (
+    "Measured when the work was done, never from a cache read, and kept per device: **texts/s** is "
+    "texts per second of the model's own encode calls (index builds, queries), **latency** one query "
+    "embedded alone after warm-up (query) or one request from send to the full answer (request), "
+    "**peak memory** the process's resident peak while the model worked. Tokens and dollars are those "
+    "of the rows in the table above (an evaluator's share left out), priced by models.yaml or "
+    "litellm's cost map; `-` is a figure that does not apply or was never measured, never a zero."
+)
+
+
+def report_blocks(table: FamilyTable, costs: FamilyCosts | None, image: str | None) -> list[Any]:
+    """The family's cost section: its models' figures beside their means, the trade-off plot,
+    the figures of every device where a model ran on several, and the family's own cost
+    sections (`Family.cost_sections`)."""
+    from ragmatrix.report.document import Heading, Image, Paragraph, Table
+
+    if costs is None:
+        return []
+    digits = table.headline.digits
+    lines = [line for line in table.lines]
+    cells = {
+        line.model: [render(costs.of(line.model), costs.of(line.model).main) for _, render in REPORT_COLUMNS]
+        for line in lines
+    }
+    shown = [i for i in range(1, len(REPORT_COLUMNS)) if any(cells[m][i] != "-" for m in cells)]
+    if not shown:
+        return []
+    shown = [0, *shown]
+    header = ["model", "mean", *[REPORT_COLUMNS[i][0] for i in shown]]
+    rows = [
+        [line.model, "-" if line.mean is None else f"{line.mean:.{digits}f}", *[cells[line.model][i] for i in shown]]
+        for line in lines
+    ]
+    blocks: list[Any] = [Heading(3, f"{table.family}: quality against cost"), Paragraph(READING)]
+    if len(costs.devices) > 1:
+        blocks.append(
+            Paragraph(
+                f"The speeds come from different devices ({'; '.join(costs.devices)}): compare them only within one."
+            )
+        )
+    blocks.append(Table(header, rows, numeric={1, *(2 + k for k, i in enumerate(shown) if 1 <= i <= 4)}))
+    notes = [f"{model}: {cost.note}" for model, cost in sorted(costs.models.items()) if cost.note]
+    if notes:
+        blocks.append(Paragraph("Notes: " + "; ".join(notes) + "."))
+    several = {model: cost for model, cost in costs.models.items() if len(cost.devices) > 1}
+    if several:
+        device_rows = [
+            [model, *[render(cost, figures) for _, render in REPORT_COLUMNS[:6]], _measured(figures)]
+            for model, cost in sorted(several.items())
+            for figures in cost.devices
+        ]
+        header = ["model", *[name for name, _ in REPORT_COLUMNS[:6]], "measured"]
+        blocks += [Paragraph("Models measured on several devices, each device apart:"), Table(header, device_rows)]
+    if image is not None:
+        blocks.append(Image(image, f"{table.family}: quality against cost, the Pareto front marked"))
+    for section in table.descriptor.cost_sections if table.descriptor else ():
+        blocks += section(table, costs)
+    return blocks

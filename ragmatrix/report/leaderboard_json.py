@@ -1,0 +1,160 @@
+"""`leaderboard.json`: every family's models with their scores and cost figures, for programs.
+
+The schema is the pydantic models below (`LeaderboardFile`), documented in docs/report.md; it is
+an interface others read, so a change to it bumps `VERSION`. A figure that does not apply to a
+model, or was never measured, is null, never 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from ragmatrix.report.aggregate import Tables
+from ragmatrix.report.cost import DeviceFigures, FamilyCosts, ModelCost
+
+FILE_NAME = "leaderboard.json"
+VERSION = 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Latency(_Strict):
+    p50: float
+    p95: float
+
+
+class Tokens(_Strict):
+    input: int
+    output: int
+
+
+class PriceEntry(_Strict):
+    input_per_million: float
+    output_per_million: float
+    source: str  # "models.yaml" or "litellm cost map"
+
+
+class Measured(_Strict):
+    first: str | None
+    last: str | None
+
+
+class Cost(_Strict):
+    """One model's cost figures on one device, in one family."""
+
+    device: str | None  # "cpu: <CPU model>", "cuda: <GPU name>", "mps", "remote"; null: nothing measured
+    embeddings_per_s: float | None  # texts the model itself encoded per second (embedders, retrievers)
+    peak_memory_mb: float | None  # the process's peak resident memory while the model worked (local)
+    latency_ms: Latency | None  # see latency_of
+    tokens: Tokens | None  # LLMs: tokens of the rows that count, as the servers reported them
+    usd: float | None  # tokens x price; null without a price
+    latency_of: str | None  # "query": one query embedded alone; "request": send to full answer
+    gpu_memory_mb: float | None  # CUDA: the peak GPU memory torch allocated while the model worked
+    model_size_mb: float | None  # the model's files on disk
+    parameters: int | None
+    tokens_counted: bool  # some calls' tokens were counted here: their server reported none
+    price: PriceEntry | None
+    measured: Measured | None  # when the figures of this device were measured (UTC)
+    note: str | None
+
+
+class ModelEntry(_Strict):
+    model: str
+    rank: int | None
+    mean: float | None
+    ci: tuple[float, float] | None
+    cases: int
+    items: int
+    errors: int
+    invalid: int
+    cost: Cost  # on the device with the most measured work
+    devices: list[Cost] | None  # every device, when the model was measured on several
+
+
+class FamilyEntry(_Strict):
+    metric: str
+    scale: str
+    higher_is_better: bool
+    cases: int
+    items: int
+    devices_differ: bool  # the models' speeds were measured on different local devices
+    models: list[ModelEntry]
+
+
+class LeaderboardFile(_Strict):
+    version: int
+    results: str
+    families: dict[str, FamilyEntry]
+
+
+def _cost(cost: ModelCost, figures: DeviceFigures | None) -> Cost:
+    price = None
+    if cost.price is not None:
+        price = PriceEntry(
+            input_per_million=cost.price.input_per_million,
+            output_per_million=cost.price.output_per_million,
+            source=cost.price_source,
+        )
+    f = figures
+    return Cost(
+        device=f.device if f else None,
+        embeddings_per_s=f.embeddings_per_s if f else None,
+        peak_memory_mb=f.peak_memory_mb if f else None,
+        latency_ms=Latency(p50=f.latency_ms[0], p95=f.latency_ms[1]) if f and f.latency_ms else None,
+        tokens=Tokens(input=cost.tokens[0], output=cost.tokens[1]) if cost.tokens else None,
+        usd=cost.usd,
+        latency_of=f.latency_of if f else None,
+        gpu_memory_mb=f.gpu_memory_mb if f else None,
+        model_size_mb=f.model_size_mb if f else None,
+        parameters=f.parameters if f else None,
+        tokens_counted=cost.tokens_counted > 0,
+        price=price,
+        measured=Measured(first=f.first_measured, last=f.last_measured) if f else None,
+        note=(f.note if f else None) or (cost.note if figures is cost.main else None),
+    )
+
+
+def build(tables: Tables, costs: Mapping[str, FamilyCosts], results: str) -> LeaderboardFile:
+    families: dict[str, FamilyEntry] = {}
+    for table in tables.families:
+        family_costs = costs.get(table.family) or FamilyCosts(table.family)
+        models = []
+        for line in table.lines:
+            cost = family_costs.of(line.model)
+            ci = (line.low, line.high) if line.low is not None and line.high is not None else None
+            models.append(
+                ModelEntry(
+                    model=line.model,
+                    rank=line.rank,
+                    mean=line.mean,
+                    ci=ci,
+                    cases=line.cases,
+                    items=line.items,
+                    errors=line.errors,
+                    invalid=line.invalid,
+                    cost=_cost(cost, cost.main),
+                    devices=[_cost(cost, figures) for figures in cost.devices] if len(cost.devices) > 1 else None,
+                )
+            )
+        families[table.family] = FamilyEntry(
+            metric=table.headline.metric,
+            scale=table.headline.scale,
+            higher_is_better=table.headline.higher_is_better,
+            cases=table.cases,
+            items=len(table.rows),
+            devices_differ=len(family_costs.devices) > 1,
+            models=models,
+        )
+    return LeaderboardFile(version=VERSION, results=results, families=families)
+
+
+def to_text(board: LeaderboardFile) -> str:
+    import json
+
+    data: dict[str, Any] = board.model_dump(mode="json")
+    return json.dumps(data, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
