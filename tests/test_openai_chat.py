@@ -89,6 +89,18 @@ def test_usage_is_what_the_server_reports_and_an_unpriced_cost_stays_unknown(ser
     assert usage.cost_usd is None and "cost_usd" not in usage.to_json()
 
 
+def test_a_priced_model_costs_its_tokens_at_its_price(server):
+    server.answer = "yes it is"
+    usage = Usage()
+    token = current_usage.set(usage)
+    try:
+        spec = server_spec(server, "llm", "scripted", price={"input_per_million": 1.0, "output_per_million": 2.0})
+        ChatModel(spec, OpenAIChat(spec), None).chat(QUESTION)
+    finally:
+        current_usage.reset(token)
+    assert usage.cost_usd == (4 * 1.0 + 3 * 2.0) / 1_000_000
+
+
 def test_a_response_cached_through_litellm_is_served_to_the_direct_client(server, tmp_path):
     spec = server_spec(server, "llm", "scripted")
     litellm_model = ChatModel(spec, LitellmChat(spec), SqliteCache("responses", tmp_path))

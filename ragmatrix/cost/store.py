@@ -19,6 +19,7 @@ from filelock import FileLock
 from pydantic import ValidationError
 
 from ragmatrix.cost.record import CostRecord, combine_all
+from ragmatrix.storage import writes_to
 from ragmatrix.store import _atomic_write, ends_torn, numbered_records
 
 FOLDER = "costs"
@@ -57,7 +58,7 @@ class CostStore:
         for family, mine in sorted(by_family.items()):
             data = "".join(line_of(record) for record in mine).encode("utf-8")
             path = self.path(family)
-            with self._lock(family):
+            with writes_to(self.directory.parent), self._lock(family):
                 with open(path, "ab") as handle:
                     if ends_torn(path):  # a writer killed mid-line: keep its fragment one bad line
                         data = b"\n" + data
@@ -90,11 +91,16 @@ class CostStore:
         return everything
 
     def compact(self, family: str) -> list[str]:
-        """One line per (model, device), combined by counts; returns the problems found."""
+        """One line per (model, device), combined by counts; returns the problems found. A file
+        that is compact already is left as it is, without taking the lock: a fully cached run
+        writes nothing, so it runs on a folder it cannot write."""
         path = self.path(family)
-        with self._lock(family):
+        loaded = self.load(family)
+        if _is_compact(loaded):
+            return loaded.problems
+        with writes_to(self.directory.parent), self._lock(family):
             loaded = self.load(family)
-            if path.exists():
+            if path.exists() and not _is_compact(loaded):
                 _atomic_write(path, (line_of(record) for record in combine_all(loaded.records)))
         return loaded.problems
 
@@ -103,9 +109,14 @@ class CostStore:
 
     def write(self, family: str, records: list[CostRecord]) -> None:
         """Replace a family's file with these records (combined)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with self._lock(family):
+        with writes_to(self.directory.parent), self._lock(family):
             _atomic_write(self.path(family), (line_of(record) for record in combine_all(records)))
+
+
+def _is_compact(loaded: LoadedCosts) -> bool:
+    """Does the file hold exactly what compaction would write?"""
+    combined = combine_all(loaded.records)
+    return not loaded.problems and [line_of(r) for r in combined] == [line_of(r) for r in loaded.records]
 
 
 @dataclass

@@ -171,13 +171,22 @@ class OpenAIChat:
             "prompt_tokens": _count(usage.get("prompt_tokens")),
             "completion_tokens": _count(usage.get("completion_tokens")),
         }
+        if not tokens["prompt_tokens"] and not tokens["completion_tokens"]:
+            from ragmatrix.models.token_count import counted_tokens
+
+            tokens = counted_tokens(messages, text) or tokens  # the server reported none
         return text, tokens, self.cost(tokens)
 
     def cost(self, tokens: dict[str, int]) -> float | None:
-        """The price of one answer in USD, or None when it cannot be priced. litellm prices
-        its answers from its cost map; this path has no prices yet, and an unknown cost stays
-        unknown (None) rather than counting as free."""
-        return None
+        """The price of one answer in USD: the entry's `price:`, else litellm's local cost map
+        (read as a file, as litellm would price it); None when neither knows the model, an
+        unknown cost never counting as free."""
+        from ragmatrix.cost.price import price_of
+
+        price, _ = price_of(self.spec)
+        if price is None:
+            return None
+        return price.usd(int(tokens.get("prompt_tokens") or 0), int(tokens.get("completion_tokens") or 0))
 
     async def _session_for_loop(self, timeout: float) -> aiohttp.ClientSession:
         # A session belongs to the loop it was made on; the process's loop is replaced only

@@ -65,7 +65,9 @@ class Cost(_Strict):
 
 class ModelEntry(_Strict):
     model: str
-    rank: int | None
+    rank: int | None  # None: the family is not ranked (see `unranked`), or the model has no score
+    shares_rank: bool  # not significantly different from a model listed above it (the `≈` mark)
+    partial: str | None  # "partial (k of n cases)": ran fewer cases or variants than the others
     mean: float | None
     ci: tuple[float, float] | None
     cases: int
@@ -83,6 +85,7 @@ class FamilyEntry(_Strict):
     cases: int
     items: int
     devices_differ: bool  # the models' speeds were measured on different local devices
+    unranked: str | None  # why the family has no ranks (too few cases to tell models apart)
     models: list[ModelEntry]
 
 
@@ -131,6 +134,8 @@ def build(tables: Tables, costs: Mapping[str, FamilyCosts], results: str) -> Lea
                 ModelEntry(
                     model=line.model,
                     rank=line.rank,
+                    shares_rank=line.same_as_above,
+                    partial=line.coverage or None,
                     mean=line.mean,
                     ci=ci,
                     cases=line.cases,
@@ -148,6 +153,7 @@ def build(tables: Tables, costs: Mapping[str, FamilyCosts], results: str) -> Lea
             cases=table.cases,
             items=len(table.rows),
             devices_differ=len(family_costs.devices) > 1,
+            unranked=table.unranked or None,
             models=models,
         )
     return LeaderboardFile(version=VERSION, results=results, families=families)
