@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from ragmatrix.cache import SqliteCache
 from ragmatrix.keys import md5_of
 from ragmatrix.models import aio
-from ragmatrix.models.client import Breaker, Failure, ModelError, RetryPolicy, call
+from ragmatrix.models.client import Breaker, Failure, ModelError, RetryPolicy, Throttle, call
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.models.usage import current_sample, current_usage
 
@@ -50,7 +50,8 @@ class ChatModel:
         self.provider = provider
         self.cache = cache
         self.policy = RetryPolicy(retries=spec.retries)
-        self.breaker = Breaker(spec.breaker_after)
+        self.breaker = Breaker(spec.breaker_after, patience=spec.patience)
+        self.throttle = Throttle(spec.concurrency)
         self._semaphore: asyncio.Semaphore | None = None
         # This session's answers by cache key, asked or being asked: how a request sent ahead
         # reaches the item that needs it, with or without the response cache.
@@ -128,6 +129,7 @@ class ChatModel:
                 policy=self.policy,
                 classify=self.provider.classify,
                 breaker=self.breaker,
+                throttle=self.throttle,
             )
         finally:
             if first is not None:  # also when no attempt was made (cancelled, model down)

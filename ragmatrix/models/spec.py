@@ -100,9 +100,12 @@ class ModelSpec(BaseModel):
     concurrency: int = Field(default=4, ge=1)
     timeout: float = Field(default=60.0, gt=0)
     retries: int = Field(default=3, ge=0)
-    # Consecutive failed attempts (timeouts, connection errors, 5xx) after which the model is
-    # down for the rest of the session.
+    # Consecutive failed attempts (timeouts, connection errors, 5xx) after which the breaker
+    # opens: calls wait while single probes test the server.
     breaker_after: int = Field(default=5, ge=1)
+    # Seconds probes may keep failing before the model is down for the session (default: two
+    # timeouts), so a blip costs seconds and a dead server still ends the run soon.
+    breaker_patience: float | None = Field(default=None, gt=0)
 
     # Computed once per spec and settings: every item's key needs it, and a local model's costs
     # a walk of its folder. Keyed by the fields, so a model_copy with changes recomputes it.
@@ -139,6 +142,11 @@ class ModelSpec(BaseModel):
             return f"a retriever is {_makers_of('retriever')}"
         kinds = " or ".join(f"{'an' if k[0] in 'aeiou' or k == 'llm' else 'a'} {k}" for k in self.kinds)
         return f"a {self.key or self.provider} model is {kinds}"
+
+    @property
+    def patience(self) -> float:
+        """`breaker_patience`, or two timeouts."""
+        return self.breaker_patience if self.breaker_patience is not None else 2 * self.timeout
 
     # -- what a provider implements ------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ragmatrix.models import aio
-from ragmatrix.models.client import Breaker, ModelError, RetryPolicy, call
+from ragmatrix.models.client import Breaker, ModelError, RetryPolicy, Throttle, call
 from ragmatrix.models.embedder import Embedder, normalise_rows
 from ragmatrix.models.providers import provider
 from ragmatrix.models.providers.litellm_chat import LitellmChat, LitellmSpec
@@ -53,7 +53,8 @@ class LitellmEmbedder(Embedder):
         # The chat provider knows how to reach the model and how to classify its failures.
         self.connection = LitellmChat(spec)
         self.policy = RetryPolicy(retries=spec.retries)
-        self.breaker = Breaker(spec.breaker_after)
+        self.breaker = Breaker(spec.breaker_after, patience=spec.patience)
+        self.throttle = Throttle(spec.concurrency)
         self._semaphore: asyncio.Semaphore | None = None
 
     async def _embed_batch(self, texts: list[str]) -> list[list[float]]:
@@ -78,6 +79,7 @@ class LitellmEmbedder(Embedder):
             policy=self.policy,
             classify=self.connection.classify,
             breaker=self.breaker,
+            throttle=self.throttle,
         )
         data = sorted(response.data or [], key=lambda item: _field(item, "index"))
         if len(data) != len(texts):
