@@ -292,6 +292,17 @@ def _skip_reason(report: pytest.TestReport) -> str | None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     _cached_reads_as_success(session.config)
+    _redact_logs(session.config)
+
+
+def _redact_logs(config: pytest.Config) -> None:
+    """Every log record that pytest captures, shows or writes to --log-file passes the secrets
+    filter: pytest's handlers are made once and join the root logger only around each phase."""
+    from ragmatrix.secrets import guard_logging
+
+    plugin = config.pluginmanager.get_plugin("logging-plugin")
+    names = ("caplog_handler", "report_handler", "log_file_handler", "log_cli_handler")
+    guard_logging(*(getattr(plugin, name) for name in names if getattr(plugin, name, None) is not None))
 
 
 def _cached_reads_as_success(config: pytest.Config) -> None:

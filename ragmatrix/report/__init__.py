@@ -74,6 +74,7 @@ def write_report(
     from ragmatrix.report import content, document, plots
     from ragmatrix.report.aggregate import aggregate
     from ragmatrix.report.compare import changes
+    from ragmatrix.secrets import redact
 
     rows, problems = load(results_dir)
     remembered = remembered_stats()
@@ -113,7 +114,8 @@ def write_report(
     remembered.save()
     blocks = content.build(tables, drawn, report_context)
     markdown = out_dir / MARKDOWN
-    markdown.write_text(document.markdown(blocks), encoding="utf-8")
+    # Rows hold no secrets, but rows written by an older version, or merged in, might.
+    markdown.write_text(redact(document.markdown(blocks)), encoding="utf-8")
     page = out_dir / HTML
-    page.write_text(document.html_page(blocks, out_dir, "ragmatrix leaderboard"), encoding="utf-8")
+    page.write_text(redact(document.html_page(blocks, out_dir, "ragmatrix leaderboard")), encoding="utf-8")
     return Written(tables, markdown, page, written, found)

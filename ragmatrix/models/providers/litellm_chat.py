@@ -75,6 +75,9 @@ def import_litellm() -> Any:
     # Embedding calls ignore max_retries=0 and fall back to this default; retries belong to
     # ragmatrix.models.client alone.
     litellm.DEFAULT_MAX_RETRIES = 0  # type: ignore[misc]
+    from ragmatrix.secrets import guard_logging
+
+    guard_logging()  # litellm adds log handlers of its own
     return litellm
 
 
