@@ -414,3 +414,17 @@ def test_rows_of_a_model_no_longer_in_models_yaml_are_kept(bench, server):
     write(bench.path / "benchmark/models.yaml", without_bow)
     assert_outcomes(run(bench), cached=LLM_ITEMS, skipped=1)  # and "no embedder in the matrix"
     assert len([r for r in rows(bench) if r["model"] == "bow"]) == EMBEDDER_ITEMS
+
+
+def test_a_variable_in_params_is_sent_as_it_is_keyed(bench, server, monkeypatch):
+    """`${VAR}` in params reaches the server expanded, and the key follows its value: another
+    value is another result, the same value is cached."""
+    monkeypatch.setenv("RAGMATRIX_TEST_STOP", "END-A")
+    params = "    params: {stop: ['${RAGMATRIX_TEST_STOP}']}\n"
+    write(bench.path / "benchmark/models.yaml", models_yaml(server.base_url).replace("    retries: 2\n", params))
+    run(bench, "-k", "scripted").assert_outcomes(passed=5)
+    assert [r["body"]["stop"] for r in server.requests if r["body"]] == [["END-A"]] * 5
+    assert_outcomes(run(bench, "-k", "scripted"), cached=5)
+    monkeypatch.setenv("RAGMATRIX_TEST_STOP", "END-B")
+    run(bench, "-k", "scripted").assert_outcomes(passed=5)  # another value: another key
+    assert [r["body"]["stop"] for r in server.requests if r["body"]] == [["END-A"]] * 5 + [["END-B"]] * 5
