@@ -114,10 +114,15 @@ def pytest_configure(config: pytest.Config) -> None:
             if family.new_session is not None:
                 family.new_session()
         try:
-            state.models  # noqa: B018 - decide the matrix now, so a bad models.yaml stops the run at once
+            models = state.models  # decide the matrix now, so a bad models.yaml stops the run at once
             state.evaluator  # noqa: B018 - and the evaluator
         except ModelsFileError as error:
             raise pytest.UsageError(str(error)) from None
+        if state.wanted_models and not models.available and workerinput is None:
+            # Nothing would run, and a leaderboard of other models' stored rows would look like
+            # an answer: say why each named model cannot run, and stop.
+            reasons = "; ".join(f"{model}: {why}" for model, why in models.left_out.items())
+            raise pytest.UsageError(f"no model of --models can run here ({reasons})")
 
 
 def _max_variants(config: pytest.Config) -> int:

@@ -115,7 +115,9 @@ def test_the_breaker_probes_and_gives_the_model_up_only_when_probes_keep_failing
     model = chat_model(server, retries=1, breaker_after=3, concurrency=1)
     with pytest.raises(ModelError, match=r"HTTP 503"):
         model.chat(QUESTION)
-    with pytest.raises(ModelError, match=r"^model down after 3 failures and 2 failed probes over 1\.\d s: last error HTTP 503"):
+    with pytest.raises(
+        ModelError, match=r"^model down after 3 failures and 2 failed probes over 1\.\d s: last error HTTP 503"
+    ):
         model.chat([{"role": "user", "content": "second"}])
     assert server.count() == 3 + 2
     with pytest.raises(ModelError, match=r"^model down after 3"):

@@ -112,6 +112,32 @@ def test_models_restricts_the_matrix_and_unknown_models_are_one_line(bench, serv
     result.stderr.fnmatch_lines(["ERROR: unknown model 'gpt-9' in --models (models.yaml has: bow, scripted)"])
 
 
+def test_models_that_leaves_every_named_model_out_says_why_and_shows_no_leaderboard(bench, server, monkeypatch):
+    run(bench, "--models", "bow").assert_outcomes(passed=EMBEDDER_ITEMS, skipped=1)  # rows of another model
+    extra = """
+  - id: needs-key
+    kind: llm
+    litellm: openai/gpt-4o-mini
+    requires_env: [RAGMATRIX_TEST_MISSING_KEY]
+  - id: gone
+    kind: llm
+    litellm: openai/x
+    api_base: http://127.0.0.1:9/v1
+"""
+    monkeypatch.delenv("RAGMATRIX_TEST_MISSING_KEY", raising=False)
+    write(bench.path / "benchmark/models.yaml", models_yaml(server.base_url, extra))
+    result = bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "--models", "needs-key,gone")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: no model of --models can run here (needs-key: RAGMATRIX_TEST_MISSING_KEY not set; "
+            "gone: server http://127.0.0.1:9/v1 unreachable (*))"
+        ]
+    )
+    assert "leaderboard" not in result.stdout.str() and "bow" not in result.stdout.str()
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
 def test_iterations_repeat_each_item_and_keep_every_outcome(bench, server):
     answers = iter(["yes", "no", "yes"] * 20)
     server.answer = lambda messages: next(answers)

@@ -129,8 +129,14 @@ def test_a_key_echoed_in_a_normal_answer_is_in_no_file_the_run_or_the_commands_w
     merge = run_cli(bench.path, "merge", "benchmark/results", "--into", "merged")
     assert report.returncode == 0 and merge.returncode == 0, report.stderr + merge.stderr
     written = [p for p in bench.path.rglob("*") if p.is_file()]
-    assert {"junit.xml", "run.log", "responses.sqlite", "leaderboard.md", "leaderboard.html"} <= {p.name for p in written}
-    leaks = [str(p.relative_to(bench.path)) for p in written if KEY.encode() in p.read_bytes() or base.encode() in p.read_bytes()]
+    assert {"junit.xml", "run.log", "responses.sqlite", "leaderboard.md", "leaderboard.html"} <= {
+        p.name for p in written
+    }
+    leaks = [
+        str(p.relative_to(bench.path))
+        for p in written
+        if KEY.encode() in p.read_bytes() or base.encode() in p.read_bytes()
+    ]
     assert leaks == []
     shown = "\n".join(result.outlines + result.errlines + [report.stdout, merge.stdout])
     assert "Captured log" in shown and KEY not in shown and base not in shown
@@ -138,7 +144,14 @@ def test_a_key_echoed_in_a_normal_answer_is_in_no_file_the_run_or_the_commands_w
 
 def run_cli(cwd, *arguments: str) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "ragmatrix", *arguments], cwd=cwd, env=environment, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "ragmatrix", *arguments],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_every_log_record_pytest_captures_is_redacted_messages_and_tracebacks(caplog, monkeypatch):
