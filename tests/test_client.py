@@ -5,6 +5,7 @@ Every fault the server can inject ends as a retry, an error or an invalid answer
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -13,7 +14,7 @@ from project import server_spec
 from ragmatrix.cache import SqliteCache
 from ragmatrix.models import aio
 from ragmatrix.models.chat import MAX_ANSWER_CHARS, ChatModel
-from ragmatrix.models.client import ModelError
+from ragmatrix.models.client import ModelError, Throttle
 from ragmatrix.models.providers.litellm_chat import LitellmChat
 from ragmatrix.models.usage import Usage, current_usage
 from ragmatrix.testing.openai_server import Reply
@@ -167,6 +168,29 @@ def test_rate_limits_shrink_the_requests_in_flight_and_let_them_grow_back(server
     server.latency = 0.0
     model.chat_many([[{"role": "user", "content": f"r{i}"}] for i in range(200)])
     assert model.throttle.limit == 16  # grown back by about one per round of answers
+
+
+def test_a_throttle_cuts_once_per_round_and_grows_back_one_request_per_round():
+    throttle = Throttle(8)
+
+    async def send_round(n: int) -> list[int]:
+        return [await throttle.acquire() for _ in range(n)]
+
+    first_round = asyncio.run(send_round(8))
+    for cuts in first_round:  # the whole round is refused: one cut, not eight
+        throttle.release()
+        throttle.rate_limited(cuts, retry_after=None)
+    assert throttle.limit == 4 and throttle.cuts == 1
+    (late,) = asyncio.run(send_round(1))
+    throttle.release()
+    throttle.rate_limited(late, retry_after=None)  # sent after the cut, refused again: cut again
+    assert throttle.limit == 2
+    for _ in range(2):
+        throttle.answered()
+    assert 2.8 < throttle.limit < 3  # a round of two answers: about one more (1/2, then 1/2.5)
+    for _ in range(100):
+        throttle.answered()
+    assert throttle.limit == 8  # never above the model's concurrency
 
 
 def test_rate_limits_and_answers_do_not_trip_the_breaker(server):

@@ -266,12 +266,12 @@ async def call(
         cuts = 0
         try:
             async with semaphore:
-                if breaker is not None and breaker.is_open and not probe:
-                    continue  # it opened while this call waited its turn: wait for a probe's answer
                 if throttle is not None:
                     cuts = await throttle.acquire()
-                attempts += 1
                 try:
+                    if breaker is not None and breaker.is_open and not probe:
+                        continue  # it opened while this call waited its turn: wait for a probe's answer
+                    attempts += 1
                     result = await asyncio.wait_for(send(), timeout)
                 finally:
                     if throttle is not None:
