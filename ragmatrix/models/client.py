@@ -259,6 +259,10 @@ async def call(
     breaker: Breaker | None = None,
     throttle: Throttle | None = None,
 ) -> T:
+    """`send()`'s result, attempted under `semaphore` with each attempt bounded by `timeout`,
+    retried as `policy` and `classify` say. `breaker` and `throttle` are the model's own (one
+    each per model, shared by all its calls); without them the call neither waits for a probe
+    nor slows down on 429s."""
     attempts = 0
     retried = 0  # retries used; a failed probe uses none: it tests the server, not this request
     while True:
