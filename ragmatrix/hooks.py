@@ -148,10 +148,15 @@ def pytest_configure(config: pytest.Config) -> None:
             if family.new_session is not None:
                 family.new_session()
         try:
-            state.models  # noqa: B018 - decide the matrix now, so a bad models.yaml stops the run at once
+            models = state.models  # decide the matrix now, so a bad models.yaml stops the run at once
             state.evaluator  # noqa: B018 - and the evaluator
         except ModelsFileError as error:
             raise pytest.UsageError(str(error)) from None
+        if state.wanted_models and not models.available and workerinput is None:
+            # Nothing would run, and a leaderboard of other models' stored rows would look like
+            # an answer: say why each named model cannot run, and stop.
+            reasons = "; ".join(f"{model}: {why}" for model, why in models.left_out.items())
+            raise pytest.UsageError(f"no model of --models can run here ({reasons})")
         session_end.meter = cost.start_session(state.results_dir)  # the models' work is measured
 
 
@@ -399,6 +404,17 @@ def _skip_reason(report: pytest.TestReport) -> str | None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     _cached_reads_as_success(session.config)
+    _redact_logs(session.config)
+
+
+def _redact_logs(config: pytest.Config) -> None:
+    """Every log record that pytest captures, shows or writes to --log-file passes the secrets
+    filter: pytest's handlers are made once and join the root logger only around each phase."""
+    from ragmatrix.secrets import guard_logging
+
+    plugin = config.pluginmanager.get_plugin("logging-plugin")
+    names = ("caplog_handler", "report_handler", "log_file_handler", "log_cli_handler")
+    guard_logging(*(getattr(plugin, name) for name in names if getattr(plugin, name, None) is not None))
 
 
 def _cached_reads_as_success(config: pytest.Config) -> None:

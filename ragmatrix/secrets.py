@@ -1,13 +1,19 @@
-"""Keep API keys out of results, caches, logs and test ids.
+"""Keep API keys out of results, caches, logs, reports and test ids.
 
 A value is a secret when its variable is named like one (`*KEY*`, `*TOKEN*`, ...) or when
 models.yaml refers to the variable (`requires_env`, `api_key_env`, `${VAR}`), whatever its name:
 `refer_to` registers those names as the file is read. Values are read at each redaction, so a
 variable set later is covered too.
+
+Where text leaves the process it passes `redact`: error messages, model answers (before they
+are stored or cached: a server or proxy may echo the key it was sent), the report, and every
+log record, through a filter on the log handlers (`guard_logging`), so that a client library's
+own debug lines (litellm prints the `api_base` it calls) are covered too.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Iterable
@@ -38,3 +44,48 @@ def redact(text: str, extra_names: tuple[str, ...] = ()) -> str:
     for value in secret_values(extra_names):
         text = text.replace(value, "***")
     return KEY_SHAPES.sub("***", text)
+
+
+class RedactSecrets(logging.Filter):
+    """A handler filter that rewrites a record's message, traceback and stack with `redact`.
+
+    It never drops a record. It changes the record in place, so every handler that sees the
+    record after this one sees it redacted too; an unchanged record keeps its `msg` and `args`.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a record whose arguments do not fit its format: logging reports it
+            return True
+        clean = redact(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        return True
+
+
+_FILTER = RedactSecrets()
+
+
+def guard_logging(*handlers: logging.Handler) -> None:
+    """Put the redacting filter on `handlers`, on every handler of the root logger and of
+    every other logger that exists now, and on logging's last-resort handler.
+
+    A filter on a logger would only see the records logged on that very logger, not those
+    that propagate to it, so the filter goes on the handlers. Call it again after a library
+    adds handlers of its own (importing litellm does); a handler gets the filter once.
+    """
+    loggers: list[logging.Logger] = [logging.getLogger()]
+    loggers += [lg for lg in list(logging.Logger.manager.loggerDict.values()) if isinstance(lg, logging.Logger)]
+    every = [*handlers, *(h for lg in loggers for h in lg.handlers)]
+    if logging.lastResort is not None:
+        every.append(logging.lastResort)
+    for handler in every:
+        if _FILTER not in handler.filters:
+            handler.addFilter(_FILTER)

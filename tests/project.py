@@ -48,7 +48,7 @@ def models_yaml(api_base: str | None, extra: str = "") -> str:
     kind: llm
     litellm: openai/scripted
     api_base: {api_base}
-    timeout: 2
+    timeout: 10
     retries: 2
     concurrency: 4
 """

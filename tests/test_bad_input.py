@@ -267,7 +267,7 @@ def test_every_error_of_a_models_file_entry_is_listed_at_once(tmp_path):
 
 
 def test_a_models_file_with_a_repeated_key_is_one_line(bench, server, committed):
-    text = models_yaml(server.base_url).replace("    timeout: 2\n", "    timeout: 2\n    timeout: 5\n")
+    text = models_yaml(server.base_url).replace("    timeout: 10\n", "    timeout: 10\n    timeout: 5\n")
     write(bench.path / "benchmark/models.yaml", text)
     result = run(bench)
     line = text.index("timeout: 5")

@@ -117,13 +117,13 @@ models:
     kind: llm
     litellm: openai/scripted
     api_base: {api_base}
-    timeout: 2
+    timeout: 10
     retries: 1
   - id: judge-llm
     kind: llm
     litellm: openai/judge
     api_base: {api_base}
-    timeout: 2
+    timeout: 10
     retries: 1
   - id: bow
     kind: embedder

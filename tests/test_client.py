@@ -7,6 +7,7 @@ on both.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -15,7 +16,7 @@ from project import server_spec
 from ragmatrix.cache import SqliteCache
 from ragmatrix.models import aio
 from ragmatrix.models.chat import MAX_ANSWER_CHARS, ChatModel
-from ragmatrix.models.client import ModelError
+from ragmatrix.models.client import ModelError, Throttle
 from ragmatrix.models.openai_chat import OpenAIChat
 from ragmatrix.models.providers.litellm_chat import LitellmChat
 from ragmatrix.models.usage import Usage, current_usage
@@ -121,17 +122,87 @@ def test_an_answer_past_the_maximum_is_cut_and_counted(chat_model, server, tmp_p
     assert server.count() == 1
 
 
-def test_the_breaker_stops_calls_after_k_consecutive_failures(chat_model, server):
+def test_the_breaker_probes_and_gives_the_model_up_only_when_probes_keep_failing(chat_model, server):
     server.inject(*[Reply.error(503)] * 10)
+    # timeout 1 s: probes may keep failing for two timeouts; they go 0.5 s and 1.5 s after it opened
     model = chat_model(server, retries=1, breaker_after=3, concurrency=1)
     with pytest.raises(ModelError, match=r"HTTP 503"):
         model.chat(QUESTION)
-    with pytest.raises(ModelError, match=r"^model down after 3 failures: last error HTTP 503"):
+    with pytest.raises(
+        ModelError, match=r"^model down after 3 failures and 2 failed probes over 1\.\d s: last error HTTP 503"
+    ):
         model.chat([{"role": "user", "content": "second"}])
-    assert server.count() == 3
+    assert server.count() == 3 + 2
     with pytest.raises(ModelError, match=r"^model down after 3"):
         model.chat([{"role": "user", "content": "third"}])
-    assert server.count() == 3  # asked no more
+    assert server.count() == 5  # asked no more
+
+
+def test_a_blip_opens_the_breaker_and_every_waiting_call_goes_on_once_a_probe_is_answered(chat_model, server):
+    server.outage(1.0)  # every request gets a 500 for a second
+    model = chat_model(server, timeout=5, retries=2, breaker_after=2, concurrency=4)
+    answers = model.chat_many([[{"role": "user", "content": f"q{i}"}] for i in range(12)])
+    assert answers == ["yes"] * 12
+    assert model.breaker.opened >= 1 and model.breaker.down is None
+    failed = sum(1 for r in server.requests if r["time"] < server.requests[0]["time"] + 1.0)
+    assert failed < 12  # the calls waited for the probe instead of spending their retries
+
+
+def test_connection_resets_are_outages_the_breaker_rides_out(chat_model, server):
+    server.inject(*[Reply.reset()] * 4)
+    model = chat_model(server, timeout=5, retries=1, breaker_after=3, concurrency=1)
+    answers = model.chat_many([[{"role": "user", "content": f"q{i}"}] for i in range(3)])
+    assert answers == ["yes"] * 3
+    assert model.breaker.opened == 1 and server.count() == 4 + 3
+
+
+def test_a_retry_after_holds_every_request_of_the_model(chat_model, server):
+    model = chat_model(server, timeout=5, concurrency=1)
+    assert model.chat(QUESTION) == "yes"
+    server.inject(Reply.error(429, retry_after=1.0))
+    assert model.chat_many([[{"role": "user", "content": f"q{i}"}] for i in range(3)]) == ["yes"] * 3
+    refused, *others = [r["time"] for r in server.requests[1:]]
+    # the next request could have gone at once (one in flight at a time, none was): it waited too
+    assert len(others) == 3 and min(others) >= refused + 1.0
+
+
+def test_rate_limits_shrink_the_requests_in_flight_and_let_them_grow_back(chat_model, server):
+    server.latency = 0.1
+    server.rate_limit(10)  # the server accepts 10 requests a second, refuses the rest with a 429
+    model = chat_model(server, timeout=10, retries=30, concurrency=16)
+    answers = model.chat_many([[{"role": "user", "content": f"q{i}"}] for i in range(60)])
+    assert answers == ["yes"] * 60
+    assert model.throttle.cuts >= 1 and model.throttle.limit < 16
+    # Left at 16 in flight, the client was refused 140 times for these 60 answers (35 requests
+    # a second); paced, about 40 times (15 a second).
+    assert server.rate_limited <= 60
+    server.rate_limit(None)
+    server.latency = 0.0
+    model.chat_many([[{"role": "user", "content": f"r{i}"}] for i in range(200)])
+    assert model.throttle.limit == 16  # grown back by about one per round of answers
+
+
+def test_a_throttle_cuts_once_per_round_and_grows_back_one_request_per_round():
+    throttle = Throttle(8)
+
+    async def send_round(n: int) -> list[int]:
+        return [await throttle.acquire() for _ in range(n)]
+
+    first_round = asyncio.run(send_round(8))
+    for cuts in first_round:  # the whole round is refused: one cut, not eight
+        throttle.release()
+        throttle.rate_limited(cuts, retry_after=None)
+    assert throttle.limit == 4 and throttle.cuts == 1
+    (late,) = asyncio.run(send_round(1))
+    throttle.release()
+    throttle.rate_limited(late, retry_after=None)  # sent after the cut, refused again: cut again
+    assert throttle.limit == 2
+    for _ in range(2):
+        throttle.answered()
+    assert 2.8 < throttle.limit < 3  # a round of two answers: about one more (1/2, then 1/2.5)
+    for _ in range(100):
+        throttle.answered()
+    assert throttle.limit == 8  # never above the model's concurrency
 
 
 def test_rate_limits_and_answers_do_not_trip_the_breaker(chat_model, server):

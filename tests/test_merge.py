@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from project import assert_outcomes
+from project import REPO, assert_outcomes
 
 from ragmatrix.cli import main
 from ragmatrix.merge import merge_stores
@@ -125,3 +128,78 @@ def test_a_bad_shard_is_one_usage_line(bench, value):
     assert errors == [
         f"ERROR: --shard takes K/N, this machine's part K of N parts (1 <= K <= N, e.g. 2/4), not '{value}'"
     ]
+
+
+# --- the folder merged into ------------------------------------------------------------------
+
+
+def ragmatrix_command(cwd: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """`ragmatrix ...` as a user types it, in a fresh process."""
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "ragmatrix", *arguments]
+    return subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True, timeout=120)
+
+
+def cost_models(results: Path) -> set[str]:
+    """The models with cost records in a results folder."""
+    lines = [line for path in results.glob("costs/*.jsonl") for line in path.read_text().splitlines()]
+    return {json.loads(line)["model"] for line in lines}
+
+
+def items_in(path: Path) -> set[tuple[str, str, str]]:
+    return {(r["test"], r["model"], r["item"]) for r in map(json.loads, path.read_text().splitlines())}
+
+
+def test_merging_into_a_folder_that_holds_rows_keeps_them_and_every_file_it_does_not_write(bench, server):
+    """The documented pattern: another machine's shard merged into the committed results."""
+    run(bench, "--results-dir", "results", "--models", "scripted").assert_outcomes(passed=5, skipped=1)
+    run(bench, "--results-dir", "laptop", "--models", "bow").assert_outcomes(passed=2, skipped=1)
+    target = bench.path / "results"
+    before = items_in(target / "rag_interpretation.jsonl")
+    costs_before = cost_models(target)
+    # files and folders a merge knows nothing about: they must stay exactly as they were
+    (target / "notes").mkdir()
+    (target / "notes" / "scripted.txt").write_text("anything\n")
+    (target / "checksums.json").write_text("{}\n")
+    (target / "other_family.jsonl").write_bytes(b'{"not": "a row"}\n{"torn')
+    untouched = {p: p.read_bytes() for p in [target / "notes/scripted.txt", target / "checksums.json"]}
+    untouched[target / "other_family.jsonl"] = (target / "other_family.jsonl").read_bytes()
+
+    done = ragmatrix_command(bench.path, "merge", "laptop", "--into", "results")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "merged 1 folder into results: 7 rows (rag_interpretation 7)," in done.stdout
+    assert "the 5 rows results held before took part in the merge" in done.stdout
+    assert "left as they were (no source holds them): other_family" in done.stdout
+    merged = items_in(target / "rag_interpretation.jsonl")
+    assert before < merged and len(merged) == 7  # nothing of the target's was dropped
+    assert "scripted" in costs_before and cost_models(target) == costs_before | {"bow"}  # nor its cost records
+    assert {p: p.read_bytes() for p in untouched} == untouched
+    assert_outcomes(run(bench, "--results-dir", "results"), cached=7)  # a run finds everything done
+
+
+def test_a_merge_that_ignored_unreadable_lines_says_so_and_exits_1(tmp_path):
+    ResultStore(tmp_path / "a").append("fam", row("x", "m", "k1", 1.0, "2026-01-01T00:00:00+00:00"))
+    ResultStore(tmp_path / "b").append("fam", row("y", "m", "k2", 0.5, "2026-01-01T00:00:00+00:00"))
+    with open(tmp_path / "b" / "fam.jsonl", "a") as handle:
+        handle.write('{"key": "k3", "model": "m"}\n{"torn": ')  # an invalid row, then a torn line
+    done = ragmatrix_command(tmp_path, "merge", "b", "--into", "a")
+    assert done.returncode == 1
+    assert "ignored: b/fam.jsonl: line 2 is not a valid result row" in done.stdout
+    assert "ignored: b/fam.jsonl: line 3 is torn or not JSON (ignored)" in done.stdout
+    assert "2 unreadable line(s) were not merged" in done.stdout
+    assert {r.item for r in ResultStore(tmp_path / "a").load("fam").rows} == {"x", "y"}  # the rest was merged
+
+
+def test_a_target_row_is_replaced_only_by_a_better_row_of_the_same_item(tmp_path):
+    target = ResultStore(tmp_path / "results")
+    target.append("fam", row("kept", "m", "k1", 1.0, "2026-01-05T00:00:00+00:00"))
+    target.append("fam", row("newer_elsewhere", "m", "k2", 0.0, "2026-01-01T00:00:00+00:00"))
+    target.append("fam", row("error_elsewhere", "m", "k3", 1.0, "2026-01-01T00:00:00+00:00"))
+    shard = ResultStore(tmp_path / "shard")
+    shard.append("fam", row("newer_elsewhere", "m", "k2", 1.0, "2026-01-02T00:00:00+00:00"))
+    shard.append("fam", row("error_elsewhere", "m", "k3", None, "2026-01-09T00:00:00+00:00", status="error"))
+    report = merge_stores([tmp_path / "shard"], tmp_path / "results")
+    merged = {r.item: r for r in target.load("fam").rows}
+    assert set(merged) == {"kept", "newer_elsewhere", "error_elsewhere"}
+    assert merged["newer_elsewhere"].score == 1.0 and merged["error_elsewhere"].ok
+    assert len(report.conflicts) == 1 and f"fam: t/m/newer_elsewhere: kept {tmp_path / 'shard'}" in report.conflicts[0]

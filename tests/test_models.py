@@ -188,3 +188,30 @@ def test_the_remembered_fingerprint_follows_the_environment(monkeypatch):
     assert llm.output_fingerprint()["model"] == "openai/first"
     monkeypatch.setenv("RAGMATRIX_TEST_MODEL", "second")
     assert llm.output_fingerprint()["model"] == "openai/second"
+
+
+def test_a_variable_expands_in_every_field_but_the_names_and_so_in_the_key(monkeypatch):
+    monkeypatch.setenv("RAGMATRIX_TEST_USER", "team-a")
+    llm = ModelSpec(
+        id="l",
+        kind="llm",
+        litellm="openai/m",
+        description="for ${RAGMATRIX_TEST_USER}",
+        requires_env=["RAGMATRIX_TEST_USER"],
+        api_key_env="RAGMATRIX_TEST_USER",
+        params={"user": "${RAGMATRIX_TEST_USER}", "extra_body": {"tags": ["x-${RAGMATRIX_TEST_USER}"]}},
+    )
+    expanded = llm.expanded()
+    assert expanded.params == {"user": "team-a", "extra_body": {"tags": ["x-team-a"]}}  # as sent
+    assert llm.output_fingerprint()["params"] == expanded.params  # as keyed
+    assert (expanded.description, expanded.api_key_env) == ("for ${RAGMATRIX_TEST_USER}", "RAGMATRIX_TEST_USER")
+    monkeypatch.setenv("RAGMATRIX_TEST_USER", "team-b")
+    assert llm.output_fingerprint()["params"]["user"] == "team-b"
+    plain = ModelSpec(id="p", kind="llm", litellm="openai/m", params={"temperature": 0})
+    assert plain.expanded() is plain  # nothing to expand: the very spec, keys as before
+
+
+def test_an_ensembles_members_are_names_not_values(monkeypatch):
+    monkeypatch.setenv("A", "b")
+    entry = {"id": "e", "kind": "ensemble", "ensemble": ["${A}", "c"], "combine": "vote"}
+    assert ModelSpec(**entry).expanded().ensemble == ["${A}", "c"]  # type: ignore[attr-defined]

@@ -155,6 +155,41 @@ def test_hang_then_normal_answer(srv: OpenAIServer) -> None:
     assert time.monotonic() - start >= 0.3
 
 
+def test_an_outage_answers_500_for_its_seconds_then_serves_again(srv: OpenAIServer) -> None:
+    srv.on("sky", "a rule")
+    srv.outage(0.5, from_first_request=True)
+    time.sleep(0.6)  # it starts with the first request, not when it was set
+    assert _chat(srv)[0] == 500 and _post(f"{srv.base_url}/embeddings", {"input": "x"})[0] == 500
+    with urllib.request.urlopen(f"{srv.base_url}/models", timeout=5) as response:
+        assert response.status == 200  # the models list keeps answering
+    time.sleep(0.6)
+    status, _, body = _chat(srv)
+    assert status == 200 and _content(body) == "a rule"
+
+
+def test_a_rate_limit_refuses_what_exceeds_it_with_a_retry_after(srv: OpenAIServer) -> None:
+    srv.rate_limit(3)
+    answers = [_chat(srv) for _ in range(5)]
+    assert [status for status, _, _ in answers] == [200, 200, 200, 429, 429]
+    assert 0 < float(answers[3][1]["retry-after"]) <= 1.0
+    assert srv.rate_limited == 2
+    time.sleep(float(answers[4][1]["retry-after"]))
+    assert _chat(srv)[0] == 200
+
+
+def test_a_reset_closes_the_connection_without_an_answer(srv: OpenAIServer) -> None:
+    srv.inject(Reply.reset())
+    with pytest.raises((ConnectionError, urllib.error.URLError, OSError)):
+        _chat(srv)
+    assert _chat(srv)[0] == 200
+
+
+def test_an_echo_key_answer_repeats_the_bearer_token_in_a_normal_answer(srv: OpenAIServer) -> None:
+    srv.on("sky", Reply.echo_key_answer())
+    status, _, body = _chat(srv)
+    assert status == 200 and "the key x)" in _content(body)
+
+
 def test_stop_does_not_wait_for_a_hanging_handler() -> None:
     server = OpenAIServer().start()
     server.inject(Reply.hang(30))

@@ -113,6 +113,32 @@ def test_models_restricts_the_matrix_and_unknown_models_are_one_line(bench, serv
     result.stderr.fnmatch_lines(["ERROR: unknown model 'gpt-9' in --models (models.yaml has: bow, scripted)"])
 
 
+def test_models_that_leaves_every_named_model_out_says_why_and_shows_no_leaderboard(bench, server, monkeypatch):
+    run(bench, "--models", "bow").assert_outcomes(passed=EMBEDDER_ITEMS, skipped=1)  # rows of another model
+    extra = """
+  - id: needs-key
+    kind: llm
+    litellm: openai/gpt-4o-mini
+    requires_env: [RAGMATRIX_TEST_MISSING_KEY]
+  - id: gone
+    kind: llm
+    litellm: openai/x
+    api_base: http://127.0.0.1:9/v1
+"""
+    monkeypatch.delenv("RAGMATRIX_TEST_MISSING_KEY", raising=False)
+    write(bench.path / "benchmark/models.yaml", models_yaml(server.base_url, extra))
+    result = bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "--models", "needs-key,gone")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: no model of --models can run here (needs-key: RAGMATRIX_TEST_MISSING_KEY not set; "
+            "gone: server http://127.0.0.1:9/v1 unreachable (*))"
+        ]
+    )
+    assert "leaderboard" not in result.stdout.str() and "bow" not in result.stdout.str()
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
 def test_iterations_repeat_each_item_and_keep_every_outcome(bench, server):
     answers = iter(["yes", "no", "yes"] * 20)
     server.answer = lambda messages: next(answers)
@@ -415,3 +441,17 @@ def test_rows_of_a_model_no_longer_in_models_yaml_are_kept(bench, server):
     write(bench.path / "benchmark/models.yaml", without_bow)
     assert_outcomes(run(bench), cached=LLM_ITEMS, skipped=1)  # and "no embedder in the matrix"
     assert len([r for r in rows(bench) if r["model"] == "bow"]) == EMBEDDER_ITEMS
+
+
+def test_a_variable_in_params_is_sent_as_it_is_keyed(bench, server, monkeypatch):
+    """`${VAR}` in params reaches the server expanded, and the key follows its value: another
+    value is another result, the same value is cached."""
+    monkeypatch.setenv("RAGMATRIX_TEST_STOP", "END-A")
+    params = "    params: {stop: ['${RAGMATRIX_TEST_STOP}']}\n"
+    write(bench.path / "benchmark/models.yaml", models_yaml(server.base_url).replace("    retries: 2\n", params))
+    run(bench, "-k", "scripted").assert_outcomes(passed=5)
+    assert [r["body"]["stop"] for r in server.requests if r["body"]] == [["END-A"]] * 5
+    assert_outcomes(run(bench, "-k", "scripted"), cached=5)
+    monkeypatch.setenv("RAGMATRIX_TEST_STOP", "END-B")
+    run(bench, "-k", "scripted").assert_outcomes(passed=5)  # another value: another key
+    assert [r["body"]["stop"] for r in server.requests if r["body"]] == [["END-A"]] * 5 + [["END-B"]] * 5

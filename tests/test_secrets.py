@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
+import subprocess
+import sys
 
 import pytest
-from project import models_yaml, write
+from project import REPO, models_yaml, write
 
 from ragmatrix import secrets
 from ragmatrix.models.models_file import load_models, select_models
@@ -92,3 +96,81 @@ def test_a_left_out_models_reason_hides_a_server_address_read_from_a_variable(tm
     path.write_text("models:\n  - {id: a, kind: llm, litellm: openai/x, api_base: '${MY_PRIVATE_HOST}/v1'}\n")
     reason = select_models(load_models(path), None).left_out["a"]
     assert reason.startswith("server ***/v1 unreachable (") and "private-path" not in reason
+
+
+def test_a_key_echoed_in_a_normal_answer_is_in_no_file_the_run_or_the_commands_wrote(bench, server, monkeypatch):
+    """The server answers 200 with the bearer token in the text; litellm logs at DEBUG the
+    `api_base` it calls, read from a variable. Neither value may reach any file: results,
+    caches, the log file, junit XML, the report, a merge."""
+    base = server.base_url
+    monkeypatch.setenv("LOCAL_LLM_AUTH", KEY)
+    monkeypatch.setenv("LOCAL_LLM_BASE", base)  # named by models.yaml, so secret too
+    extra = """  - id: guarded
+    kind: llm
+    litellm: openai/guarded
+    api_base: ${LOCAL_LLM_BASE}
+    api_key_env: LOCAL_LLM_AUTH
+    timeout: 30
+"""
+    write(bench.path / "benchmark" / "models.yaml", models_yaml(None, extra))
+    server.on("", Reply.echo_key_answer())
+    result = bench.runpytest_subprocess(
+        "benchmark", "-p", "no:cacheprovider", "-rA", "-k", "guarded", "--junitxml=junit.xml",
+        "-o", "junit_logging=all", "--log-level=DEBUG", "--log-file-level=DEBUG", "--log-file=run.log",
+    )  # fmt: skip
+    result.assert_outcomes(passed=5)
+    assert all(r["headers"].get("authorization") == f"Bearer {KEY}" for r in server.requests if r["body"])
+    rows = [json.loads(line) for line in (bench.path / "benchmark/results/rag_interpretation.jsonl").open()]
+    answers = [it["answer"] for r in rows for it in r["iterations"]]
+    assert len(answers) == 5 and all(a == "yes (you called me with the key ***)" for a in answers)
+    log = (bench.path / "run.log").read_text()
+    assert "LiteLLM" in log and "***" in log  # litellm's own debug lines were there, redacted
+    report = run_cli(bench.path, "report", "--results-dir", "benchmark/results", "--out", "report")
+    merge = run_cli(bench.path, "merge", "benchmark/results", "--into", "merged")
+    assert report.returncode == 0 and merge.returncode == 0, report.stderr + merge.stderr
+    written = [p for p in bench.path.rglob("*") if p.is_file()]
+    assert {"junit.xml", "run.log", "responses.sqlite", "leaderboard.md", "leaderboard.html"} <= {
+        p.name for p in written
+    }
+    leaks = [
+        str(p.relative_to(bench.path))
+        for p in written
+        if KEY.encode() in p.read_bytes() or base.encode() in p.read_bytes()
+    ]
+    assert leaks == []
+    shown = "\n".join(result.outlines + result.errlines + [report.stdout, merge.stdout])
+    assert "Captured log" in shown and KEY not in shown and base not in shown
+
+
+def run_cli(cwd, *arguments: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-m", "ragmatrix", *arguments],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_every_log_record_pytest_captures_is_redacted_messages_and_tracebacks(caplog, monkeypatch):
+    monkeypatch.setattr(secrets, "_referred", {"LOCAL_LLM_AUTH"})
+    monkeypatch.setenv("LOCAL_LLM_AUTH", KEY)
+    caplog.set_level(logging.DEBUG)
+    logging.getLogger("some.client").debug("POST %s with the key %s", "http://h/v1", KEY)
+    try:
+        raise RuntimeError(f"Incorrect API key provided: {KEY}")
+    except RuntimeError:
+        logging.getLogger("some.library").exception("the call failed")
+    assert KEY not in caplog.text and caplog.text.count("***") == 2
+    assert "POST http://h/v1 with the key ***" in caplog.text
+
+
+def test_the_filter_is_on_every_handler_once(monkeypatch):
+    handler = logging.StreamHandler()
+    library = logging.getLogger("a.library.with.its.own.handler")
+    monkeypatch.setattr(library, "handlers", [handler])
+    secrets.guard_logging()
+    secrets.guard_logging()
+    assert [type(f).__name__ for f in handler.filters] == ["RedactSecrets"]

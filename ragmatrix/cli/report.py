@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"{results}: no such results folder")
     if args.compare is not None and not args.compare.is_dir():
         raise CommandError(f"{args.compare}: no such results folder")
+    _refer_to_models_file(results)
     rows, _ = load(results)
     if not rows:
         raise CommandError(f"{results}: no result rows (run `pytest benchmark` first)")
@@ -92,3 +93,17 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {line}")
     print(f"wrote {written.markdown}, {written.html}, {written.json} and {len(written.plots)} plot(s) in {out}")
     return 0
+
+
+def _refer_to_models_file(results: Path) -> None:
+    """The report redacts the values of the variables models.yaml names: read which they are
+    from the models.yaml beside the results folder, or the benchmark's (a broken file names
+    none; the report is still written)."""
+    from ragmatrix.models.models_file import ModelsFileError, load_models
+
+    for path in dict.fromkeys([results.resolve().parent / "models.yaml", Path("benchmark/models.yaml").resolve()]):
+        if path.is_file():
+            try:
+                load_models(path)
+            except ModelsFileError:
+                continue

@@ -2,8 +2,10 @@
 
 Behind that one call: the answers of this session (requests sent ahead by the scheduler, or
 asked before), the response cache (keyed by model spec, messages, generation parameters and
-sample index), the concurrency limit, timeouts, retries, the model's breaker, the cap on a
-stored answer, and token and cost accounting for the item being run.
+sample index), the concurrency limit, timeouts, retries, the model's breaker and throttle, the
+cap on a stored answer, the secrets taken out of the answer before it is stored or cached (a
+server or proxy may echo the key it was sent), and token and cost accounting for the item
+being run.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from ragmatrix.cache import SqliteCache
 from ragmatrix.cost import timed_request
 from ragmatrix.keys import md5_of
 from ragmatrix.models import aio
-from ragmatrix.models.client import Breaker, Failure, ModelError, RetryPolicy, call
+from ragmatrix.models.client import Breaker, Failure, ModelError, RetryPolicy, Throttle, call
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.models.usage import current_sample, current_usage
+from ragmatrix.secrets import redact
 
 Messages = list[dict[str, str]]
 
@@ -54,13 +57,15 @@ class ChatModel:
         self.provider = provider
         self.cache = cache
         self.policy = RetryPolicy(retries=spec.retries)
-        self.breaker = Breaker(spec.breaker_after)
+        self.breaker = Breaker(spec.breaker_after, patience=spec.patience)
+        self.throttle = Throttle(spec.concurrency)
         self._semaphore: asyncio.Semaphore | None = None
         # This session's answers by cache key, asked or being asked: how a request sent ahead
         # reaches the item that needs it, with or without the response cache.
         self._answers: dict[str, asyncio.Task[Answer]] = {}
         self._consumed: set[str] = set()
         self._first_attempt: asyncio.Event | None = None  # set once the first attempt has ended
+        self._secret_names = tuple(sorted(spec.env_names()))
 
     @property
     def semaphore(self) -> asyncio.Semaphore:
@@ -106,7 +111,7 @@ class ChatModel:
         hit = self.cache.get(key) if self.cache is not None else None
         # An empty answer cached by an older version is no answer: ask again.
         if hit is not None and str(hit.get("text") or "").strip():
-            text, cut = _capped(str(hit["text"]))
+            text, cut = _capped(redact(str(hit["text"]), self._secret_names))
             return Answer(text, hit.get("usage"), hit.get("cost"), cached=True, cut=cut or bool(hit.get("cut")))
         # The first attempt of the session goes alone: a client's cold start (lazy imports, its
         # connection pool) blocks the loop, and must not eat the timeout of every request sent
@@ -136,11 +141,13 @@ class ChatModel:
                 policy=self.policy,
                 classify=self.provider.classify,
                 breaker=self.breaker,
+                throttle=self.throttle,
             )
         finally:
             if first is not None:  # also when no attempt was made (cancelled, model down)
                 first.set()
-        text, cut = _capped(text)
+        # A server or proxy may echo the key it was sent: the answer is stored, cached and shown.
+        text, cut = _capped(redact(text, self._secret_names))
         if self.cache is not None:
             entry: dict[str, Any] = {"text": text, "usage": tokens, "cost": cost}
             if cut:

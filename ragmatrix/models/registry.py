@@ -35,7 +35,7 @@ class Registry:
             raise ModelError(self._failed[spec.id])
         refer_to(spec.env_names())  # a spec made in code, not read from models.yaml
         try:
-            model = spec.build(self)
+            model = spec.expanded().build(self)  # ${VAR} as sent, as it was keyed
         except ModelError as error:
             self._failed[spec.id] = str(error)
             raise

@@ -70,6 +70,17 @@ def expand_env(text: str) -> str:
     return ENV_REFERENCE.sub(lambda m: os.environ.get(m.group(1), ""), text)
 
 
+def expand_env_in(value: Any) -> Any:
+    """`expand_env` on every string inside `value`, through dicts and lists (`params` nests)."""
+    if isinstance(value, str):
+        return expand_env(value)
+    if isinstance(value, dict):
+        return {key: expand_env_in(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [expand_env_in(item) for item in value]
+    return value
+
+
 class ModelSpec(BaseModel):
     """One entry of models.yaml: the fields every provider takes.
 
@@ -92,6 +103,9 @@ class ModelSpec(BaseModel):
     describe: ClassVar[str] = "a model"  # what the key names, for "<field> goes with <describe>"
     # Importable module -> the distribution to `pip install` for it; set by @provider(needs=...).
     needs: ClassVar[dict[str, str]] = {}
+    # Fields that name things (the entry, its kind, variables, other entries) rather than hold
+    # what is sent or keyed: `${VAR}` in them stays as written. So do the `*_env` fields.
+    names: ClassVar[frozenset[str]] = frozenset({"provider", "id", "kind", "description", "requires_env"})
 
     provider: str
     id: str = Field(pattern=ID_PATTERN)
@@ -102,9 +116,12 @@ class ModelSpec(BaseModel):
     concurrency: int = Field(default=4, ge=1)
     timeout: float = Field(default=60.0, gt=0)
     retries: int = Field(default=3, ge=0)
-    # Consecutive failed attempts (timeouts, connection errors, 5xx) after which the model is
-    # down for the rest of the session.
+    # Consecutive failed attempts (timeouts, connection errors, 5xx) after which the breaker
+    # opens: calls wait while single probes test the server.
     breaker_after: int = Field(default=5, ge=1)
+    # Seconds probes may keep failing before the model is down for the session (default: two
+    # timeouts), so a blip costs seconds and a dead server still ends the run soon.
+    breaker_patience: float | None = Field(default=None, gt=0)
     # What an LLM's tokens cost, in US dollars per million; wins over litellm's cost map. Not
     # part of the key: a price changes what a run costs, not what the model answers.
     price: Price | None = None
@@ -146,6 +163,11 @@ class ModelSpec(BaseModel):
             return f"a retriever is {_makers_of('retriever')}"
         kinds = " or ".join(f"{'an' if k[0] in 'aeiou' or k == 'llm' else 'a'} {k}" for k in self.kinds)
         return f"a {self.key or self.provider} model is {kinds}"
+
+    @property
+    def patience(self) -> float:
+        """`breaker_patience`, or two timeouts."""
+        return self.breaker_patience if self.breaker_patience is not None else 2 * self.timeout
 
     # -- what a provider implements ------------------------------------------------------------
 
@@ -211,16 +233,33 @@ class ModelSpec(BaseModel):
         names.update(ENV_REFERENCE.findall(self.model_dump_json()))
         return names
 
+    def expanded(self) -> ModelSpec:
+        """This spec with `${VAR}` read from the environment in every field but the names
+        (`id`, `kind`, `description`, `requires_env`, `*_env`, an ensemble's members), nested
+        values included. Models are built from it and keyed by it, so what is sent and what is
+        keyed always agree."""
+        changes: dict[str, Any] = {}
+        for name in type(self).model_fields:
+            if name in self.names or name.endswith("_env"):
+                continue
+            value = getattr(self, name)
+            new = expand_env_in(value)
+            if new != value:
+                changes[name] = new
+        return self.model_copy(update=changes) if changes else self
+
     def output_fingerprint(self) -> dict[str, Any]:
         """The fields that change what the model outputs: they go into every result key.
 
         Servers, timeouts and concurrency are left out: moving a model to another server does
         not change its answers. A local model is named by a hash of its files, never by a path.
-        An ensemble is named by its rule and its members' fingerprints.
+        An ensemble is named by its rule and its members' fingerprints. `${VAR}` counts with
+        its value (see `expanded`).
         """
-        fields = expand_env(self.model_dump_json())  # ${VAR} values are part of what is called
+        spec = self.expanded()
+        fields = spec.model_dump_json()
         if self._fingerprint is None or self._fingerprint[0] != fields:
-            self._fingerprint = (fields, json.dumps(self.fingerprint(), sort_keys=True))
+            self._fingerprint = (fields, json.dumps(spec.fingerprint(), sort_keys=True))
         return dict(json.loads(self._fingerprint[1]))  # a fresh copy: callers may not share it
 
 

@@ -78,6 +78,7 @@ def write_report(
     from ragmatrix.report.aggregate import aggregate
     from ragmatrix.report.compare import changes
     from ragmatrix.report.cost import load_costs
+    from ragmatrix.secrets import redact
 
     rows, problems = load(results_dir)
     remembered = remembered_stats()
@@ -124,9 +125,12 @@ def write_report(
     remembered.save()
     blocks = content.build(tables, drawn, report_context)
     markdown = out_dir / MARKDOWN
-    markdown.write_text(document.markdown(blocks), encoding="utf-8")
+    # Rows hold no secrets, but rows written by an older version, or merged in, might.
+    markdown.write_text(redact(document.markdown(blocks)), encoding="utf-8")
     page = out_dir / HTML
-    page.write_text(document.html_page(blocks, out_dir, "ragmatrix leaderboard"), encoding="utf-8")
+    page.write_text(redact(document.html_page(blocks, out_dir, "ragmatrix leaderboard")), encoding="utf-8")
     board = out_dir / leaderboard_json.FILE_NAME
-    board.write_text(leaderboard_json.to_text(leaderboard_json.build(tables, costs, shown_as or results_dir.name)))
+    board.write_text(
+        redact(leaderboard_json.to_text(leaderboard_json.build(tables, costs, shown_as or results_dir.name)))
+    )
     return Written(tables, markdown, page, board, written, found, notes)

@@ -3,20 +3,24 @@
 The suite talks to models through litellm, which talks HTTP. Rather than mocking either,
 tests start this server on an ephemeral localhost port and point `api_base` at it. The
 server answers chat completions and embeddings in OpenAI's wire format and can be scripted
-to misbehave (HTTP errors, hangs, non-JSON bodies, empty choices, null content), so the
-error handling of the real client stack is exercised end to end.
+to misbehave (HTTP errors, hangs, non-JSON bodies, empty choices, null content, connection
+resets, an outage of some seconds, a rate limit, an answer that repeats the request's key), so
+the error handling of the real client stack is exercised end to end.
 
     with OpenAIServer(answer="yes") as srv:
         srv.inject(Reply.error(429, retry_after=1))
         srv.on("capital of France", "Paris")
         srv.usage = {"prompt_tokens": 10, "completion_tokens": 2}  # or None: no usage at all
         # The first call gets the 429; a second call about France gets "Paris".
+        srv.outage(3)         # every request gets a 500 for the next 3 seconds, then all is well
+        srv.rate_limit(5)     # at most 5 requests a second; the others get a 429 with Retry-After
         ... litellm.completion(model="openai/m", api_base=srv.base_url, api_key="x", ...)
         assert srv.count() == 2  # chat requests seen, retries included
 
 Run it standalone for subprocess tests and perf scripts:
 
     python -m ragmatrix.testing.openai_server --port 0 --latency 0.1 --answer yes
+    python -m ragmatrix.testing.openai_server --outage 3 --rate-limit 5
 
 Standard library only, so it works before any optional dependency is installed.
 """
@@ -29,6 +33,7 @@ import json
 import math
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -47,7 +52,9 @@ Answer = str | Callable[[list[dict[str, Any]]], str]
 # The token counts a chat answer reports: counted in words ("words"), given, or none at all.
 Usage = Literal["words"] | dict[str, int] | None
 
-ReplyKind = Literal["text", "error", "hang", "garbage", "empty_choices", "null_content", "echo_key"]
+ReplyKind = Literal[
+    "text", "error", "hang", "garbage", "empty_choices", "null_content", "echo_key", "echo_key_answer", "reset"
+]
 
 # Error `type`/`code` pairs in the shape OpenAI uses, so client-side mapping sees familiar values.
 _ERROR_KINDS: dict[int, tuple[str, str]] = {
@@ -93,6 +100,17 @@ class Reply:
         """An error whose message repeats the request's API key, as some servers do: the
         client must keep it out of everything it stores or shows."""
         return cls(kind="echo_key", status=status)
+
+    @classmethod
+    def echo_key_answer(cls) -> Reply:
+        """HTTP 200 whose answer text repeats the request's API key, as a proxy or a model that
+        echoes its input might: the key must never be stored, cached or shown."""
+        return cls(kind="echo_key_answer")
+
+    @classmethod
+    def reset(cls) -> Reply:
+        """No answer: the connection is reset (TCP RST), as by a crashing server or a proxy."""
+        return cls(kind="reset")
 
     @classmethod
     def hang(cls, seconds: float) -> Reply:
@@ -171,6 +189,10 @@ class _Stopped(Exception):
     """Raised in a handler woken from a sleep by stop(): it must not answer any more."""
 
 
+class _Reset(Exception):
+    """Raised in a handler whose connection was reset on purpose: nothing more to send."""
+
+
 class _Rule:
     """Replies for chat requests containing `needle`; the last reply repeats forever."""
 
@@ -229,9 +251,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         try:
             self.owner._handle(self, method)
-        except (OSError, _Stopped):
-            # The client gave up (timeout after a hang), or the server is stopping: end
-            # this connection without an answer, as a dying server would.
+        except (OSError, _Stopped, _Reset):
+            # The client gave up (timeout after a hang), the server is stopping, or a reset
+            # was scripted: end this connection without an answer, as a dying server would.
             self.close_connection = True
 
     def send_payload(
@@ -254,8 +276,9 @@ class _Handler(BaseHTTPRequestHandler):
 class OpenAIServer:
     """A scripted OpenAI-compatible server on 127.0.0.1, serving from a daemon thread.
 
-    Per request, the response is decided by, in order: the fault queue (`inject`, consumed
-    one reply per request on any endpoint), then rules (`on`, chat only), then `answer`.
+    Per request, the response is decided by, in order: an outage (`outage`, chat and
+    embeddings), the rate limit (`rate_limit`, chat and embeddings), the fault queue (`inject`,
+    consumed one reply per request on any endpoint), then rules (`on`, chat only), then `answer`.
     """
 
     def __init__(
@@ -283,6 +306,10 @@ class OpenAIServer:
         self._in_flight = 0
         self._max_concurrency = 0
         self._connections: set[socket.socket] = set()
+        self._outage: tuple[float, Reply, float | None] | None = None  # (seconds, reply, since when)
+        self._per_second: int | None = None  # the rate limit
+        self._accepted: deque[float] = deque()  # arrival times of the requests the limit let in
+        self._rate_limited = 0
         # Set by stop(): wakes handlers sleeping in latency or a hang so they end promptly.
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
@@ -362,12 +389,39 @@ class OpenAIServer:
         with self._lock:
             self._rules.append(_Rule(substring, [_as_reply(r) for r in replies]))
 
+    def outage(self, seconds: float, reply: Reply | None = None, *, from_first_request: bool = False) -> None:
+        """For `seconds` from now (or from the next chat or embeddings request), answer every
+        chat and embeddings request with `reply` (default: a 500), whatever else is scripted;
+        then serve as before. The models list keeps answering, as a server whose workers are
+        down usually does."""
+        with self._lock:
+            reply = reply or Reply.error(500, message="scripted outage")
+            self._outage = (seconds, reply, None if from_first_request else time.monotonic())
+
+    def rate_limit(self, per_second: int | None) -> None:
+        """Let at most `per_second` chat and embeddings requests in within any one second; the
+        others get a 429 whose Retry-After says when the next place frees. None: no limit."""
+        with self._lock:
+            self._per_second = per_second
+            self._accepted.clear()
+
+    @property
+    def rate_limited(self) -> int:
+        """How many requests the rate limit refused."""
+        with self._lock:
+            return self._rate_limited
+
     def reset(self) -> None:
-        """Forget recorded requests, queued faults, rules and the concurrency high-water mark."""
+        """Forget recorded requests, queued faults, rules, the outage, the rate limit and the
+        concurrency high-water mark."""
         with self._lock:
             self._records.clear()
             self._queue.clear()
             self._rules.clear()
+            self._outage = None
+            self._per_second = None
+            self._accepted.clear()
+            self._rate_limited = 0
             self._max_concurrency = self._in_flight
 
     # -- bookkeeping -----------------------------------------------------------------------
@@ -439,7 +493,9 @@ class OpenAIServer:
             self._in_flight += 1
             self._max_concurrency = max(self._max_concurrency, self._in_flight)
             # Take the fault at arrival, so FIFO order follows request order, not finish order.
-            fault = self._queue.popleft() if endpoint and self._queue else None
+            fault = self._arrival_fault(endpoint)
+            if fault is None:
+                fault = self._queue.popleft() if endpoint and self._queue else None
             if isinstance(body, dict) and isinstance(body.get("model"), str):
                 if body["model"] not in self._models:
                     self._models.append(body["model"])
@@ -450,6 +506,29 @@ class OpenAIServer:
         finally:
             with self._lock:
                 self._in_flight -= 1
+
+    def _arrival_fault(self, endpoint: str | None) -> Reply | None:
+        """The outage's reply, or the rate limit's 429, for a request arriving now (lock held)."""
+        if endpoint not in ("chat", "embeddings"):
+            return None
+        now = time.monotonic()
+        if self._outage is not None:
+            seconds, reply, since = self._outage
+            if since is None:  # it starts with this request
+                since = now
+                self._outage = (seconds, reply, since)
+            if now < since + seconds:
+                return reply
+            self._outage = None
+        if self._per_second is not None:
+            while self._accepted and self._accepted[0] <= now - 1.0:
+                self._accepted.popleft()
+            if len(self._accepted) >= self._per_second:
+                self._rate_limited += 1
+                wait = max(0.01, round(self._accepted[0] + 1.0 - now, 2))
+                return Reply.error(429, retry_after=wait, message="rate limit: too many requests per second")
+            self._accepted.append(now)
+        return None
 
     def _respond(self, h: _Handler, endpoint: str | None, body: Any, fault: Reply | None) -> None:
         if endpoint is None:
@@ -472,6 +551,11 @@ class OpenAIServer:
             key = h.headers.get("Authorization", "").removeprefix("Bearer ").strip()
             self._send_error(h, reply.status, f"Incorrect API key provided: {key}.")
             return
+        if reply is not None and reply.kind == "reset":
+            # SO_LINGER with a zero timeout: closing sends a RST instead of an orderly FIN
+            h.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            h.connection.close()
+            raise _Reset
         if reply is not None and reply.kind == "garbage":
             h.send_payload(200, reply.body.encode("utf-8"), content_type="text/html")
             return
@@ -501,6 +585,9 @@ class OpenAIServer:
             content = answer if isinstance(answer, str) else answer(messages)
         elif reply.kind == "text":
             content = reply.content
+        elif reply.kind == "echo_key_answer":
+            key = h.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+            content = f"yes (you called me with the key {key})"
         else:  # empty_choices / null_content
             content = None
 
@@ -598,6 +685,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--answer", default="yes", help="constant chat answer")
     parser.add_argument("--embedding-dim", type=int, default=16)
     parser.add_argument("--model", action="append", dest="models", help="served model name (repeatable)")
+    parser.add_argument("--outage", type=float, default=0.0, help="answer 500 for this many seconds after start")
+    parser.add_argument("--rate-limit", type=int, default=None, help="requests accepted per second (429 beyond)")
     args = parser.parse_args(argv)
 
     server = OpenAIServer(
@@ -615,6 +704,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, _terminate)
     server.start()
+    if args.outage > 0:
+        server.outage(args.outage)
+    if args.rate_limit is not None:
+        server.rate_limit(args.rate_limit)
     try:
         # The parent process reads this one line to learn the (ephemeral) port.
         print(server.base_url, flush=True)

@@ -30,6 +30,7 @@ class EnsembleSpec(ModelSpec):
     kinds: ClassVar[tuple[str, ...]] = ("ensemble",)
     describe: ClassVar[str] = "an ensemble"
     ensemble: list[str] | None = None  # the ids of its member LLMs in this file
+    names: ClassVar[frozenset[str]] = ModelSpec.names | {"ensemble"}
     # how the members' scores are combined (see ragmatrix.zelo.judges)
     combine: Literal["vote", "zbench_vote", "mean"] = "vote"
 

@@ -13,6 +13,7 @@ happens in one place (`ragmatrix.models.client`), where 429s stay visible to the
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -81,6 +82,20 @@ def chat_client(spec: LitellmChatSpec) -> ChatProvider:
     return LitellmChat(spec)
 
 
+# What litellm imports on its first request through its OpenAI route (OpenAI itself and every
+# OpenAI-compatible server): about 470 modules. Imported with litellm instead, so that the first
+# request's timeout measures the server, not the client's cold start. On a busy machine that
+# import took 3-5 s: the first attempt timed out, sometimes after its request had been sent, and
+# the retry asked the server a second time.
+FIRST_REQUEST_MODULES = (
+    "openai.resources",
+    "litellm.llms.openai.openai",
+    "litellm._service_logger",
+    "litellm.integrations.prometheus_services",
+    "litellm.proxy._types",
+)
+
+
 def import_litellm() -> Any:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
@@ -90,6 +105,14 @@ def import_litellm() -> Any:
     # Embedding calls ignore max_retries=0 and fall back to this default; retries belong to
     # ragmatrix.models.client alone.
     litellm.DEFAULT_MAX_RETRIES = 0  # type: ignore[misc]
+    for module in FIRST_REQUEST_MODULES:
+        try:
+            importlib.import_module(module)
+        except ImportError:  # another litellm release: its first request imports what it needs
+            pass
+    from ragmatrix.secrets import guard_logging
+
+    guard_logging()  # litellm adds log handlers of its own
     return litellm
 
 

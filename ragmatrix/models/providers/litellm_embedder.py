@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ragmatrix import cost
 from ragmatrix.models import aio
-from ragmatrix.models.client import Breaker, ModelError, RetryPolicy, call
+from ragmatrix.models.client import Breaker, ModelError, RetryPolicy, Throttle, call
 from ragmatrix.models.embedder import Embedder, normalise_rows
 from ragmatrix.models.providers import provider
 from ragmatrix.models.providers.litellm_chat import LitellmChat, LitellmSpec
@@ -54,7 +54,8 @@ class LitellmEmbedder(Embedder):
         # The chat provider knows how to reach the model and how to classify its failures.
         self.connection = LitellmChat(spec)
         self.policy = RetryPolicy(retries=spec.retries)
-        self.breaker = Breaker(spec.breaker_after)
+        self.breaker = Breaker(spec.breaker_after, patience=spec.patience)
+        self.throttle = Throttle(spec.concurrency)
         self._semaphore: asyncio.Semaphore | None = None
         self._answered = 0  # requests answered: the first ones pay for the client's start
 
@@ -83,6 +84,7 @@ class LitellmEmbedder(Embedder):
             policy=self.policy,
             classify=self.connection.classify,
             breaker=self.breaker,
+            throttle=self.throttle,
         )
         data = sorted(response.data or [], key=lambda item: _field(item, "index"))
         if len(data) != len(texts):

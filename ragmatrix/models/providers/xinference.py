@@ -80,6 +80,7 @@ class XinferenceSpec(EmbedderSpec):
         """The litellm spec that reaches the running model `uid` through the server's
         OpenAI-compatible API."""
         fields = {"id", "kind", "api_key_env", "requires_env", "concurrency", "timeout", "retries", "params"}
+        fields |= {"breaker_after", "breaker_patience"}
         if self.kind == "embedder":
             fields.add("batch_size")
         route = {name: getattr(self, name) for name in fields}
