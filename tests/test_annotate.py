@@ -177,7 +177,8 @@ def test_problems_are_one_line(project, server, capsys):
     error = capsys.readouterr().err
     assert error.startswith("error: unknown model 'gpt-9' in --judges (models.yaml has: bow, scripted)")
     assert "--models " not in error and len(error.strip().splitlines()) == 1
-    server.on(text("m1"), Reply.error(400))
+    # The refusal comes last, so that the judgements made before it are in the pairs file.
+    server.on(text("m1"), Reply.error(400, delay=1.0))
     assert run_annotate(project, server) == 1
     error = capsys.readouterr().err
     assert "HTTP 400" in error and "run again to resume" in error

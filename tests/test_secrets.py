@@ -105,9 +105,11 @@ def test_a_key_echoed_in_a_normal_answer_is_in_no_file_the_run_or_the_commands_w
     base = server.base_url
     monkeypatch.setenv("LOCAL_LLM_AUTH", KEY)
     monkeypatch.setenv("LOCAL_LLM_BASE", base)  # named by models.yaml, so secret too
+    # through litellm, whose own DEBUG lines name the api_base (the direct client logs nothing)
     extra = """  - id: guarded
     kind: llm
     litellm: openai/guarded
+    client: litellm
     api_base: ${LOCAL_LLM_BASE}
     api_key_env: LOCAL_LLM_AUTH
     timeout: 30

@@ -91,9 +91,12 @@ class Reply:
         return cls(kind="text", content=content)
 
     @classmethod
-    def error(cls, status: int, retry_after: float | None = None, message: str = "scripted error") -> Reply:
-        """An OpenAI-style error body with HTTP `status`, plus `Retry-After` when given."""
-        return cls(kind="error", status=status, retry_after=retry_after, message=message)
+    def error(
+        cls, status: int, retry_after: float | None = None, message: str = "scripted error", delay: float = 0.0
+    ) -> Reply:
+        """An OpenAI-style error body with HTTP `status`, plus `Retry-After` when given, sent
+        after `delay` seconds."""
+        return cls(kind="error", status=status, retry_after=retry_after, message=message, delay=delay)
 
     @classmethod
     def echo_key(cls, status: int = 401) -> Reply:
@@ -545,6 +548,8 @@ class OpenAIServer:
                 self._sleep(reply.delay)
                 reply = None
         if reply is not None and reply.kind == "error":
+            if reply.delay:
+                self._sleep(reply.delay)
             self._send_error(h, reply.status, reply.message, reply.retry_after)
             return
         if reply is not None and reply.kind == "echo_key":
