@@ -51,8 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ragmatrix.cli import CommandError
-    from ragmatrix.cli.locate import RESULTS_DIR, NotFound, results_folder
-    from ragmatrix.report import load, write_report
+    from ragmatrix.cli.locate import NotFound, project_root, results_folder
+    from ragmatrix.context import start_run
 
     try:
         results: Path = results_folder(args.results_dir)
@@ -62,6 +62,16 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"{results}: no such results folder")
     if args.compare is not None and not args.compare.is_dir():
         raise CommandError(f"{args.compare}: no such results folder")
+    # The project's run: the remembered statistics in its cache folder, its secrets redacted.
+    with start_run(project_root(results.parent / "models.yaml")):
+        return _report(args, results)
+
+
+def _report(args: argparse.Namespace, results: Path) -> int:
+    from ragmatrix.cli import CommandError
+    from ragmatrix.cli.locate import RESULTS_DIR
+    from ragmatrix.report import load, write_report
+
     _refer_to_models_file(results)
     rows, _ = load(results)
     if not rows:
