@@ -9,6 +9,8 @@ import re
 import pytest
 from project import RAG_TEST_MODULE, REPO, SMALL_CASES, write
 
+from ragmatrix.models import providers
+
 GUIDE = (REPO / "docs" / "extending-providers.md").read_text()
 
 
@@ -20,7 +22,9 @@ def block(language: str, first_line: str) -> str:
     raise AssertionError(f"docs/extending-providers.md has no {language} block starting {first_line!r}")
 
 
-def test_the_guides_provider_answers_in_a_benchmark_run(pytester: pytest.Pytester):
+def test_the_guides_provider_answers_in_a_benchmark_run(pytester: pytest.Pytester, monkeypatch):
+    providers.providers()  # the built-in ones registered; the guide's is forgotten after the test
+    monkeypatch.setattr(providers, "_providers", dict(providers._providers))
     pytester.makeini("[pytest]\n")
     write(pytester.path / "toy_provider.py", block("python", "# toy_provider.py"))
     write(pytester.path / "benchmark" / "models.yaml", block("yaml", "# benchmark/models.yaml"))
