@@ -20,22 +20,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ragmatrix.context import current
 from ragmatrix.storage import writes_to
 
 CACHE_FOLDER = "cache folder"
-_cache_dir: Path | None = None
-
-
-def set_cache_dir(path: Path) -> None:
-    global _cache_dir
-    _cache_dir = Path(path)
 
 
 def cache_dir() -> Path:
-    """Set by the plugin to `<rootdir>/.benchmark_cache`; RAGMATRIX_CACHE_DIR overrides."""
+    """The run's cache folder, `<root>/.benchmark_cache` (see `ragmatrix.context`);
+    RAGMATRIX_CACHE_DIR overrides."""
     if os.environ.get("RAGMATRIX_CACHE_DIR"):
         return Path(os.environ["RAGMATRIX_CACHE_DIR"])
-    return _cache_dir if _cache_dir is not None else Path(".benchmark_cache")
+    return current().cache_folder
 
 
 def open_database(file_name: str, directory: Path | None = None) -> tuple[Path, sqlite3.Connection]:

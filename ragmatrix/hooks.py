@@ -7,7 +7,11 @@
 - running: cached items are reported without pytest's setup and teardown, the others run
   their iterations and record a row (`ragmatrix.runner`); a folder that refuses writes stops
   the session with one line;
-- the end: compaction of the store and the leaderboard, by the controller only.
+- the end: compaction of the store (its rule is the session's) and the leaderboard, by the
+  controller only.
+
+Each pytest session is one run (`ragmatrix.context.start_run`), ended when pytest unconfigures.
+What the plugin takes from pytest's and xdist's private API is in `ragmatrix.pytest_internals`.
 """
 
 from __future__ import annotations
@@ -18,15 +22,15 @@ from typing import Any, Literal
 
 import pytest
 
-from ragmatrix import cost, runner, scheduling
-from ragmatrix.cache import CACHE_FOLDER, set_cache_dir
+from ragmatrix import cost, pytest_internals, runner, scheduling
+from ragmatrix.cache import CACHE_FOLDER
 from ragmatrix.case import Case, CaseInputError
 from ragmatrix.cases import DEFAULT_MAX_VARIANTS
-from ragmatrix.cli import load_dotenv
-from ragmatrix.families import all_families, family_named, register
-from ragmatrix.models import aio, progress
+from ragmatrix.context import RunContext, start_run
+from ragmatrix.families import family_named, register
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.models_file import ModelsFileError
+from ragmatrix.models.registry import run_registry
 from ragmatrix.session import MODEL_FIXTURES, STATE_KEY, BenchmarkState, get_state, selects_benchmark
 from ragmatrix.sharding import parse_shard, split
 from ragmatrix.storage import StorageError
@@ -92,9 +96,14 @@ def pytest_cmdline_main(config: pytest.Config) -> Any:
     return (yield)
 
 
+RUN_KEY = pytest.StashKey[RunContext]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     root = config.rootpath
-    load_dotenv(root)  # API keys from .env; variables already set win
+    # .env read (variables already set win), the caches under root; ended when pytest unconfigures
+    run = config.stash[RUN_KEY] = start_run(root, use_cache=not config.getoption("--no-response-cache"))
+    config.add_cleanup(run.end)
     benchmark_dir = root / str(config.getini("benchmark_dir"))
     results_option = config.getoption("--results-dir")
     results_dir = (
@@ -117,36 +126,30 @@ def pytest_configure(config: pytest.Config) -> None:
         run_all=bool(config.getoption("--run-all")),
         iterations=iterations,
         wanted_models=[m.strip() for m in wanted.split(",") if m.strip()] if wanted else None,
-        use_cache=not config.getoption("--no-response-cache"),
+        use_cache=run.use_cache,
         compare_variants=bool(config.getoption("--compare-variants")),
         send_ahead=max(1, int(config.getoption("--send-ahead"))),
         max_variants=max_variants,
         evaluator_option=config.getoption("--evaluator"),
         shard=shard,
+        registry=run_registry(run),
     )
-    state.registry.use_cache = state.use_cache
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "ragmatrix_models" in workerinput:
         state.given_models = workerinput["ragmatrix_models"]
     for families in config.hook.pytest_ragmatrix_families(config=config):
         for family in families:
-            register(family)
-    set_cache_dir(root / ".benchmark_cache")
+            register(family)  # with this run
     config.stash[STATE_KEY] = state
-    session_end = SessionEnd(state, controller=workerinput is None)
+    session_end = SessionEnd(state, run, controller=workerinput is None)
     config.pluginmanager.register(session_end, "ragmatrix-session-end")
     config.addinivalue_line(
         "markers", "cases(where): run a benchmark test only on the cases for which where(case) is true"
     )
     if _selected(config):
         gc.unfreeze()  # what an earlier session in this process froze can be collected again
-        capture = config.pluginmanager.getplugin("capturemanager")
-        if workerinput is None and capture is not None:  # progress bars reach the terminal, not the capture
-            progress.show_on_terminal(capture.global_and_fixture_disabled)
-            config.add_cleanup(lambda: progress.show_on_terminal(None))
-        for family in all_families().values():
-            if family.new_session is not None:
-                family.new_session()
+        if workerinput is None:  # progress bars reach the terminal, not the capture
+            run.suspend_capture = pytest_internals.capture_suspender(config)
         try:
             models = state.models  # decide the matrix now, so a bad models.yaml stops the run at once
             state.evaluator  # noqa: B018 - and the evaluator
@@ -198,11 +201,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """xdist, `--dist loadgroup`: a scheduler that sends each model's items to one worker."""
     if config.getoption("dist") != "loadgroup" or not _selected(config):
         return None
-    from ragmatrix.workers import ModelGroups
+    from ragmatrix.workers import model_scheduler
 
     state = get_state(config)
     prefix = _shown(state.benchmark_dir, state.root) + "/"
-    return ModelGroups(config, log, [m.id for m in state.models.available], prefix)
+    return model_scheduler(config, log, [m.id for m in state.models.available], prefix)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
@@ -418,28 +421,9 @@ def _redact_logs(config: pytest.Config) -> None:
 
 
 def _cached_reads_as_success(config: pytest.Config) -> None:
-    """Colour `cached` green in pytest's summary, and a run of only cached items green too.
-
-    pytest colours a status it does not know yellow, and a run that passed nothing yellow; it
-    has no public way to declare a status a success, so its two tables are extended here.
-    Without them (another pytest), the run still works, only in yellow."""
-    from _pytest import terminal
-
-    if CACHED not in terminal.KNOWN_TYPES:
-        terminal.KNOWN_TYPES = (*terminal.KNOWN_TYPES, CACHED)  # type: ignore[assignment]
-    terminal._color_for_type.setdefault(CACHED, "green")
-    reporter: Any = config.pluginmanager.get_plugin("terminalreporter")
-    decide = getattr(reporter, "_determine_main_color", None)
-    if reporter is None or decide is None or getattr(decide, "ragmatrix", False):
-        return
-
-    def determine_main_color(unknown_type_seen: bool) -> str:
-        colour = decide(unknown_type_seen)
-        bad = {"failed", "error", "warnings", "xpassed"} & set(reporter.stats)
-        return "green" if colour == "yellow" and CACHED in reporter.stats and not bad else colour
-
-    determine_main_color.ragmatrix = True  # type: ignore[attr-defined]
-    reporter._determine_main_color = determine_main_color
+    """Colour `cached` green in pytest's summary, and a run of only cached items green too:
+    pytest colours a status it does not know yellow, and a run that passed nothing yellow."""
+    pytest_internals.count_as_success(CACHED, config)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -493,13 +477,13 @@ def _where(item: pytest.Item) -> tuple[tuple[str, int | None, str], tuple[str, i
 def _nothing_to_tear_down(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
     """Would pytest's teardown after `item` finalize nothing? (Its set-up stack is already a
     prefix of what the next item needs, or empty.)"""
-    stack = getattr(getattr(item.session, "_setupstate", None), "stack", None)
+    stack = pytest_internals.setup_stack(item.session)
     if stack is None:
         return False  # another pytest: take its own path
     if not stack:
         return True
     needed = nextitem.listchain() if nextitem is not None else []
-    return list(stack) == needed[: len(stack)]
+    return stack == needed[: len(stack)]
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -549,8 +533,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 class SessionEnd:
     """Hooks that need the run's state: registered per config in `pytest_configure`."""
 
-    def __init__(self, state: BenchmarkState, controller: bool) -> None:
+    def __init__(self, state: BenchmarkState, run: RunContext, controller: bool) -> None:
         self.state = state
+        self.run = run
         self.controller = controller
         self.prefix = _shown(state.benchmark_dir, state.root) + "/"
         self.store_notes: list[str] = []
@@ -585,8 +570,7 @@ class SessionEnd:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         state = self.state
-        state.registry.close()
-        aio.close()
+        self.run.close()  # what runs on the loop, the clients, then the models and their caches
         self.end_measuring()
         try:
             if self.controller and state.saw_benchmark_items:
@@ -596,33 +580,15 @@ class SessionEnd:
 
     def _compact(self, session: pytest.Session) -> None:
         state = self.state
-        suite = state.suite
-        reads_prompts = state.reads_prompts()
-        for family in state.store.families():
-            # Rows of a case deleted from the YAML are dropped, but only when every data file
-            # loaded cleanly: a typo must not delete results.
-            keep = None
-            if not suite.problems and family in state.known_families():
-                cases = suite.cases.get(family, [])
-                as_read = {c.id for c in cases}
-                collapsed = {c.id for c in suite.without_prompts(family)}
-                ids = {True: as_read, False: collapsed, None: as_read | collapsed}  # None: a model no longer listed
-                keep = lambda row, ids=ids: row.item in ids[reads_prompts.get(row.model)]  # noqa: E731
-            try:
-                self.store_notes += state.store.compact(family, keep).problems
-            except StorageError as error:
-                # Every row is in the file as appended, which loads as it is; the next run
-                # that can write compacts it.
-                self.storage_fault = f"{error}; {family}.jsonl is left as appended (it loads as it is)"
-                if self.ran and session.exitstatus == 0:
-                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        from ragmatrix.cost.store import CostStore
-
-        try:
-            self.store_notes += CostStore(state.results_dir).compact_all()  # one line per (model, device)
-        except StorageError as error:
-            self.storage_fault = f"{error}; the cost records are left as appended (they load as they are)"
-        self.unreported = [p.line() for p in suite.problems if p.file not in state.collected_data_files]
+        done = state.compact_store()
+        self.store_notes += done.notes
+        if done.results_fault is not None:
+            self.storage_fault = done.results_fault
+            if self.ran and session.exitstatus == 0:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if done.costs_fault is not None:
+            self.storage_fault = done.costs_fault
+        self.unreported = [p.line() for p in state.suite.problems if p.file not in state.collected_data_files]
         if self.unreported and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

@@ -11,8 +11,10 @@ if TYPE_CHECKING:
 
 
 @pytest.hookspec
-def pytest_ragmatrix_families(config: pytest.Config) -> list[Family]:  # type: ignore[empty-body]
+def pytest_ragmatrix_families(config: pytest.Config | None) -> list[Family]:  # type: ignore[empty-body]
     """Return check families to add to the registry (see `ragmatrix.families`).
 
     Called once when pytest configures; each implementation returns a list of `Family`.
+    `ragmatrix report -p MODULE` calls a plugin module's implementation with `config=None`, so
+    that the report knows the families the results hold.
     """

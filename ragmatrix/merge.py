@@ -30,9 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragmatrix.atomic_write import write_atomically
 from ragmatrix.cost.store import merge_costs
 from ragmatrix.rows import Row
-from ragmatrix.store import ResultStore, _atomic_write, sort_key
+from ragmatrix.store import ResultStore, sort_key
 
 
 @dataclass
@@ -75,7 +76,7 @@ def merge_stores(sources: Sequence[Path], into: Path) -> MergeReport:
                     report.kept_from_target[family] = len({row.identity for row in loaded.rows})
             merged = _one_row_per_item(family, rows, report)
             path = store.path(family)
-            _atomic_write(path, (_line(row) for row in merged))
+            write_atomically(path, (_line(row) for row in merged))
         report.rows[family] = len(merged)
     # The target's own cost records take part too; one contained in a source's is not counted twice.
     costs = merge_costs([into, *(Path(source) for source in sources)] if into.is_dir() else sources, into)

@@ -18,6 +18,7 @@ from ragmatrix.case import CaseInputError
 from ragmatrix.models.client import MODEL_DOWN, ModelError
 from ragmatrix.models.usage import Usage, current_sample, current_usage
 from ragmatrix.outcome import Outcome
+from ragmatrix.pytest_internals import fixture_names
 from ragmatrix.rows import Iteration, Row
 from ragmatrix.secrets import redact
 from ragmatrix.session import MODEL_FIXTURES, BenchmarkState, ItemPlan
@@ -60,7 +61,7 @@ def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> No
     recorder: Recorder | None = item.funcargs.get("record")  # type: ignore[assignment]
     if recorder is None:
         raise pytest.UsageError(f"{item.nodeid}: a benchmark test must take the `record` fixture")
-    arguments = {name: item.funcargs[name] for name in item._fixtureinfo.argnames}
+    arguments = {name: item.funcargs[name] for name in fixture_names(item)}
     usage = Usage()
     entries: list[dict[str, Any]] = []
     crash: BaseException | None = None

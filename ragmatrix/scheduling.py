@@ -38,6 +38,7 @@ from ragmatrix import cost
 from ragmatrix.case import CaseInputError
 from ragmatrix.models import aio
 from ragmatrix.models.client import ModelError
+from ragmatrix.pytest_internals import capture_suspender, worker_queue
 from ragmatrix.runner import plan_for
 from ragmatrix.session import BenchmarkState, ItemPlan
 
@@ -68,7 +69,7 @@ class Scheduler:
             return
         if self.on_worker:
             # The items xdist has handed this worker so far; more may come later.
-            following = _queued_on_worker(self.config, item.session) or []
+            following = worker_queue(self.config, item.session) or []
         else:
             items = item.session.items
             following = items[items.index(item) + 1 :] if item in items else []
@@ -205,9 +206,9 @@ class _progress:
             return _NoBar()
         from tqdm import tqdm
 
-        capture = self.config.pluginmanager.getplugin("capturemanager")
-        if capture is not None:
-            self.suspended = capture.global_and_fixture_disabled()
+        suspend = capture_suspender(self.config)
+        if suspend is not None:
+            self.suspended = suspend()
             self.suspended.__enter__()
         self.bar = tqdm(total=self.total, desc="ragmatrix: model requests", unit="req", file=stream, leave=False)
         return self.bar
@@ -217,22 +218,6 @@ class _progress:
             self.bar.close()
         if self.suspended is not None:
             self.suspended.__exit__(None, None, None)
-
-
-def _queued_on_worker(config: pytest.Config, session: pytest.Session) -> list[pytest.Item] | None:
-    """On an xdist worker, the items it has been handed and not run yet, or None when xdist
-    does not say (then each item sends only its own requests)."""
-    for plugin in config.pluginmanager.get_plugins():
-        queue = getattr(plugin, "torun", None)
-        if queue is None or not hasattr(queue, "lock"):
-            continue
-        with queue.lock() as queued:
-            indices = [i for i in queued if isinstance(i, int)]
-        following = getattr(plugin, "nextitem_index", None)
-        if isinstance(following, int):
-            indices.insert(0, following)
-        return [session.items[i] for i in indices if 0 <= i < len(session.items)]
-    return None
 
 
 def scheduler(config: pytest.Config, state: BenchmarkState) -> Scheduler:

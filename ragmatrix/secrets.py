@@ -2,8 +2,8 @@
 
 A value is a secret when its variable is named like one (`*KEY*`, `*TOKEN*`, ...) or when
 models.yaml refers to the variable (`requires_env`, `api_key_env`, `${VAR}`), whatever its name:
-`refer_to` registers those names as the file is read. Values are read at each redaction, so a
-variable set later is covered too.
+`refer_to` registers those names with the run (`ragmatrix.context`) as the file is read. Values
+are read at each redaction, so a variable set later is covered too.
 
 Where text leaves the process it passes `redact`: error messages, model answers (before they
 are stored or cached: a server or proxy may echo the key it was sent), the report, and every
@@ -18,6 +18,8 @@ import os
 import re
 from collections.abc import Iterable
 
+from ragmatrix.context import current
+
 # Environment variables whose values are treated as secrets.
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.IGNORECASE)
 # Shapes of keys that leak into provider error messages even when no variable holds them.
@@ -25,16 +27,14 @@ KEY_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{20,}|Beare
 # Shorter values are not redacted: replacing every "1" or "true" would garble the text.
 MIN_LENGTH = 6
 
-_referred: set[str] = set()  # variables models.yaml refers to
-
 
 def refer_to(names: Iterable[str]) -> None:
-    """Treat these variables' values as secrets from now on."""
-    _referred.update(names)
+    """Treat these variables' values as secrets for the rest of the run."""
+    current().secret_names.update(names)
 
 
 def secret_values(extra_names: tuple[str, ...] = ()) -> list[str]:
-    names = {n for n in os.environ if SECRET_NAME.search(n)} | _referred | set(extra_names)
+    names = {n for n in os.environ if SECRET_NAME.search(n)} | current().secret_names | set(extra_names)
     values = {os.environ[n] for n in names if len(os.environ.get(n, "")) >= MIN_LENGTH}
     return sorted(values, key=len, reverse=True)
 

@@ -1,4 +1,7 @@
-"""The state of one benchmark run: where things are, which models and cases, what is stored.
+"""The state of one benchmark session: where things are, which models and cases, what is
+stored, and the store's clean-up rule at the end (`kept_rows`). What the run holds below the
+benchmark (the event loop, the model registry, the corpora) is its context's
+(`ragmatrix.context`).
 
 Everything is loaded lazily, so `pytest tests` never reads the benchmark, and a fully
 cached `pytest benchmark` reads YAML and JSONL but never builds a model.
@@ -6,6 +9,7 @@ cached `pytest benchmark` reads YAML and JSONL but never builds a model.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,13 +18,16 @@ import pytest
 
 from ragmatrix.case import Case, CaseInputError
 from ragmatrix.cases import DEFAULT_MAX_VARIANTS, Suite, load_suite
+from ragmatrix.context import current
 from ragmatrix.evaluator import EvaluatorChoice, choose_evaluator
 from ragmatrix.families import Family
 from ragmatrix.keys import result_key
 from ragmatrix.models.models_file import ModelSet, load_models, select_models
-from ragmatrix.models.registry import Registry
+from ragmatrix.models.registry import Registry, run_registry
 from ragmatrix.models.spec import ModelSpec
+from ragmatrix.rows import Row
 from ragmatrix.sharding import Shard
+from ragmatrix.storage import StorageError
 from ragmatrix.store import ResultStore
 
 STATE_KEY = pytest.StashKey["BenchmarkState"]()
@@ -56,7 +63,7 @@ class BenchmarkState:
     evaluator_option: str | None = None  # --evaluator ID
     shard: Shard | None = None  # --shard K/N
     shard_line: str | None = None  # what the shard kept, for the header after collection
-    registry: Registry = field(default_factory=Registry)
+    registry: Registry = field(default_factory=lambda: run_registry(current()))  # the run's
     saw_benchmark_items: bool = False
     collected_data_files: set[str] = field(default_factory=set)
     _store: ResultStore | None = None
@@ -65,6 +72,7 @@ class BenchmarkState:
     _completed: set[tuple[str, str]] | None = None
     _evaluator: EvaluatorChoice | None = None
     _corpora: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    _reads_prompts: dict[str, bool] | None = None
     # Each item's plan, made once at collection: (module, test, model id, case id) -> plan.
     plans: dict[tuple[str, str, str, str], ItemPlan] = field(default_factory=dict)
 
@@ -124,7 +132,10 @@ class BenchmarkState:
 
     def reads_prompts(self) -> dict[str, bool]:
         """Whether each model of models.yaml, in the matrix or not, reads prompt wording."""
-        return {spec.id: spec.reads_prompts for spec in load_models(self.benchmark_dir / "models.yaml")}
+        if self._reads_prompts is None:
+            specs = load_models(self.benchmark_dir / "models.yaml")
+            self._reads_prompts = {spec.id: spec.reads_prompts for spec in specs}
+        return self._reads_prompts
 
     @property
     def suite(self) -> Suite:
@@ -188,6 +199,51 @@ class BenchmarkState:
                     fingerprint = f"unavailable: {error}"
             self._corpora[memo_key] = fingerprint
         return self._corpora[memo_key]
+
+    # -- the store at the end --------------------------------------------------------------------
+
+    def kept_rows(self, family: str) -> Callable[[Row], bool] | None:
+        """The store's clean-up rule: which of a family's rows compaction keeps. Rows of a case
+        deleted from the YAML are dropped, but only when every data file loaded cleanly (a typo
+        must not delete results) and the benchmark still checks the family; None keeps every
+        row. A row's case is looked for as its model reads it: with its prompt variants, or
+        collapsed for a model that reads no prompt (either, for a model no longer listed)."""
+        suite = self.suite
+        if suite.problems or family not in self.known_families():
+            return None
+        as_read = {c.id for c in suite.cases.get(family, [])}
+        collapsed = {c.id for c in suite.without_prompts(family)}
+        ids = {True: as_read, False: collapsed, None: as_read | collapsed}
+        reads_prompts = self.reads_prompts()
+        return lambda row: row.item in ids[reads_prompts.get(row.model)]
+
+    def compact_store(self) -> Compaction:
+        """Compact every family's results (`kept_rows`) and the cost records: one line per
+        problem found, and what a folder that refuses writes left as appended."""
+        done = Compaction()
+        for family in self.store.families():
+            try:
+                done.notes += self.store.compact(family, self.kept_rows(family)).problems
+            except StorageError as error:
+                # Every row is in the file as appended, which loads as it is; the next run that
+                # can write compacts it.
+                done.results_fault = f"{error}; {family}.jsonl is left as appended (it loads as it is)"
+        from ragmatrix.cost.store import CostStore
+
+        try:
+            done.notes += CostStore(self.results_dir).compact_all()  # one line per (model, device)
+        except StorageError as error:
+            done.costs_fault = f"{error}; the cost records are left as appended (they load as they are)"
+        return done
+
+
+@dataclass
+class Compaction:
+    """What compacting the store at the end of a run found."""
+
+    notes: list[str] = field(default_factory=list)
+    results_fault: str | None = None  # a results file the folder would not let be replaced
+    costs_fault: str | None = None
 
 
 @dataclass(frozen=True)

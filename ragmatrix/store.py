@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from ragmatrix.atomic_write import write_atomically
 from ragmatrix.rows import Row
 from ragmatrix.storage import writes_to
 
@@ -199,7 +199,7 @@ class ResultStore:
             rows = _compacted(loaded, keep)
             if rows is None or not path.exists():
                 return loaded
-            _atomic_write(path, (json.dumps(r.to_json(), sort_keys=True, ensure_ascii=False) + "\n" for r in rows))
+            write_atomically(path, (json.dumps(r.to_json(), sort_keys=True, ensure_ascii=False) + "\n" for r in rows))
             status = os.stat(path)
             # What was just written is what a load would read: remember it instead of reading it.
             self._read[family] = _Read(
@@ -341,22 +341,3 @@ def ends_torn(path: Path) -> bool:
             return handle.read(1) != b"\n"
     except FileNotFoundError:
         return False
-
-
-def _atomic_write(path: Path, lines: Iterable[str]) -> None:
-    """Write to a temporary file beside `path`, then rename it over `path`: readers see the
-    old file or the new one, never half of either."""
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.writelines(lines)
-            handle.flush()
-            os.fsync(handle.fileno())
-        # mkstemp creates the file 0600; the store is a shared, committed file like any other
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise

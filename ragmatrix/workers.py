@@ -4,7 +4,8 @@ A worker builds every model it runs an item of, and building is what costs (load
 launching an Xinference model, importing a client). Each benchmark item carries its model's
 `xdist_group` mark, but xdist turns that mark into a group only through an item attribute that
 pytest 9 no longer reads. This scheduler groups by what the controller already knows instead:
-the model id that begins every benchmark item's parameters (`test_x[<model>-<case>]`).
+the model id that begins every benchmark item's parameters (`test_x[<model>-<case>]`). xdist's
+scope scheduling does the rest (`ragmatrix.pytest_internals.scope_scheduler`).
 """
 
 from __future__ import annotations
@@ -12,18 +13,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from xdist.scheduler import LoadScopeScheduling
+
+from ragmatrix.pytest_internals import scope_scheduler
 
 
-class ModelGroups(LoadScopeScheduling):
-    """xdist's scope scheduling, where a benchmark item's scope is its model."""
+class ModelGroups:
+    """Which scope an item belongs to: its model's, for a benchmark item."""
 
-    def __init__(self, config: pytest.Config, log: Any, models: list[str], benchmark_prefix: str) -> None:
-        super().__init__(config, log)
+    def __init__(self, models: list[str], benchmark_prefix: str) -> None:
         self.models = sorted(models, key=len, reverse=True)  # "gpt-4o-mini" before "gpt-4o"
         self.benchmark_prefix = benchmark_prefix  # "benchmark/": whose items are grouped
 
-    def _split_scope(self, nodeid: str) -> str:
+    def scope_of(self, nodeid: str) -> str:
         if nodeid.rfind("@") > nodeid.rfind("]"):  # a group name xdist did append
             return nodeid.rsplit("@", 1)[1]
         if nodeid.startswith(self.benchmark_prefix) and nodeid.endswith("]"):
@@ -32,3 +33,8 @@ class ModelGroups(LoadScopeScheduling):
                 if parameters.startswith(f"{model}-"):
                     return f"model {model}"
         return nodeid
+
+
+def model_scheduler(config: pytest.Config, log: Any, models: list[str], benchmark_prefix: str) -> Any:
+    """xdist's scheduler that sends each model's items to one worker."""
+    return scope_scheduler(config, log, ModelGroups(models, benchmark_prefix).scope_of, name=ModelGroups.__name__)

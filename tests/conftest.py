@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 from project import RAG_TEST_MODULE, SMALL_CASES, models_yaml, write
 
+from ragmatrix.context import RunContext, start_run
 from ragmatrix.models import aio
 from ragmatrix.testing.openai_server import OpenAIServer
 
@@ -15,25 +16,25 @@ pytest_plugins = ["pytester"]
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-# In-process pytester runs drop the modules a run imported; C extensions such as numpy
-# cannot be imported twice in one process, and litellm takes seconds to import. Importing
-# them here keeps them across runs.
+# In-process pytester runs drop the modules a run imported. C extensions such as numpy
+# cannot be imported twice in one process, and litellm takes seconds to import: importing
+# them here keeps them across runs. (Nothing of the package needs this: each run keeps what it
+# found, families and providers included, in its own context.)
 import numpy  # noqa: E402,F401
 import scipy.stats  # noqa: E402,F401
 
-# The report's modules too: a pytester run that first imports them would take them away again,
-# and the report's blocks would then be classes of two module copies.
-import ragmatrix.report.aggregate  # noqa: E402,F401
-import ragmatrix.report.content  # noqa: E402,F401
-import ragmatrix.report.document  # noqa: E402,F401
-import ragmatrix.report.plots  # noqa: E402,F401
-import ragmatrix.report.terminal  # noqa: E402,F401
-from ragmatrix.families import all_families  # noqa: E402
 from ragmatrix.models.providers.litellm_chat import import_litellm  # noqa: E402
 
-all_families()  # the shipped families' modules, for the same reason
-
 import_litellm()
+
+
+@pytest.fixture
+def fresh_run(tmp_path) -> Iterator[RunContext]:
+    """A run of the test's own (`ragmatrix.context`), rooted at its temporary folder: nothing
+    another test's code remembered (corpora, indexes, registries) is seen, and its end closes
+    what it made."""
+    with start_run(tmp_path) as run:
+        yield run
 
 
 @pytest.fixture

@@ -185,6 +185,20 @@ def test_problems_are_one_line(project, server, capsys):
     assert not (project / "out.jsonl").exists() and (project / "out.pairs.jsonl").exists()
 
 
+def test_a_refused_request_ends_the_command_with_its_clients_closed(project, server):
+    """The run's end cancels what still runs and closes the HTTP sessions on their loop: the
+    process says nothing of an unclosed session or a task destroyed while pending."""
+    server.on(text("m1"), Reply.error(400))
+    done = run_cli(
+        project,
+        *("annotate", "in.jsonl", "out.jsonl", "--judges", "scripted", "--models-file", "models.yaml"),
+        *("--no-response-cache", "--no-progress"),
+    )
+    assert done.returncode == 1 and "HTTP 400" in done.stderr
+    for complaint in ("Unclosed", "was destroyed but it is pending", "Traceback"):
+        assert complaint not in done.stderr, done.stderr
+
+
 @pytest.mark.slow
 def test_annotate_resumes_after_a_kill(project, server, tmp_path):
     server.latency = 0.3

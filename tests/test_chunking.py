@@ -8,13 +8,13 @@ import textwrap
 import pytest
 from pydantic import ValidationError
 
+from ragmatrix.context import start_run
 from ragmatrix.families.code_retrieval.chunking import (
     Chunk,
     Chunking,
     NoGrammarWarning,
     chunk_corpus,
     chunk_file,
-    forget_reported,
     language_of,
     line_chunks,
     markdown_sections,
@@ -25,9 +25,8 @@ SEMANTIC = Chunking(strategy="semantic")
 
 
 @pytest.fixture(autouse=True)
-def new_session():
-    """Files with no grammar are reported once per session: each test is a session of its own."""
-    forget_reported()
+def own_run(fresh_run):
+    """Files with no grammar are reported once per run: each test is a run of its own."""
 
 
 def spans(chunks: list[Chunk]) -> list[tuple[int, int, str]]:
@@ -532,7 +531,7 @@ def test_other_files_fall_back_to_line_windows_with_the_file_header():
     assert chunks[0].text == "[file: conf/app.ini]\nsetting_1 = 1\nsetting_2 = 2\nsetting_3 = 3"
 
 
-def test_a_file_with_no_grammar_is_reported_once_per_session_and_extension():
+def test_a_file_with_no_grammar_is_reported_once_per_run_and_extension(tmp_path):
     corpus = Corpus(
         "path conf",
         stdlib_root(),
@@ -544,7 +543,7 @@ def test_a_file_with_no_grammar_is_reported_once_per_session_and_extension():
     )
     with pytest.warns(NoGrammarWarning) as caught:
         chunk_corpus(corpus, SEMANTIC)
-        chunk_corpus(corpus, Chunking(strategy="bounded"))  # the same session: said already
+        chunk_corpus(corpus, Chunking(strategy="bounded"))  # the same run: said already
     said = [str(w.message) for w in caught if issubclass(w.category, NoGrammarWarning)]
     assert said == [
         "code retrieval: no grammar parses .ini files (a.ini is the first): they are cut by lines, not along "
@@ -554,8 +553,7 @@ def test_a_file_with_no_grammar_is_reported_once_per_session_and_extension():
         "code retrieval: no grammar parses (no extension) files (Makefile is the first): they are cut by lines, "
         "not along their syntax",
     ]
-    with pytest.warns(NoGrammarWarning):  # line windows need no grammar, but a new session says it again
-        forget_reported()
+    with pytest.warns(NoGrammarWarning), start_run(tmp_path):  # a new run says it again
         chunk_corpus(corpus, SEMANTIC)
 
 

@@ -16,9 +16,10 @@ from project import REPO, assert_outcomes, write
 
 from ragmatrix.case import CaseInputError
 from ragmatrix.cases import expand_case
+from ragmatrix.context import start_run
 from ragmatrix.families.code_retrieval import retrieval as code_retrieval
 from ragmatrix.families.code_retrieval.chunking import Chunk
-from ragmatrix.families.code_retrieval.corpus import CorpusSpec, forget, list_files, load_corpus, locate, stdlib_root
+from ragmatrix.families.code_retrieval.corpus import CorpusSpec, corpora, list_files, load_corpus, locate, stdlib_root
 from ragmatrix.models.bm25 import BM25Retriever, code_tokens
 from ragmatrix.models.embedding_cache import EmbeddingCache
 from ragmatrix.models.lexical import HashingBagOfWords
@@ -287,13 +288,15 @@ def test_an_expected_file_missing_from_the_corpus_is_a_problem_at_collection(tmp
         "f.yaml: case 'lost': expected file gone.py is not in the corpus (path .); "
         "expected file b/c.py is not in the corpus (path .)"
     )
-    # a file that disappears after collection is still one line when the item runs
+    # a file that disappears after collection is still one line when a later run searches
     raw["expected"]["expected_files"] = ["a.py"]
     case = expand_case("code_retrieval", raw, "f.yaml", directory=tmp_path)[0][0]
     (tmp_path / "a.py").rename(tmp_path / "b.py")
-    forget()
     bm25 = BM25Retriever(ModelSpec(id="bm25", kind="retriever", builtin="bm25"))
-    with pytest.raises(CaseInputError, match=r"^case 'lost': expected file a.py is not in the corpus \(path \.\)$"):
+    with (
+        start_run(tmp_path),
+        pytest.raises(CaseInputError, match=r"^case 'lost': expected file a.py is not in the corpus \(path \.\)$"),
+    ):
         code_retrieval.search(bm25, case)
 
 
@@ -591,30 +594,38 @@ MANY_GLOBS = [
 ]
 
 
-def test_a_corpus_is_listed_once_per_session_whatever_its_globs_and_items(project):
-    from ragmatrix.families.code_retrieval.corpus import LISTINGS
+class Listings:
+    """Counts the folders a run walked, as the run ends."""
 
+    def __init__(self) -> None:
+        self.count = 0
+
+    def pytest_sessionfinish(self) -> None:
+        self.count = corpora().listings
+
+
+def test_a_corpus_is_listed_once_per_run_whatever_its_globs_and_items(project):
     globs = ", ".join(f'"{g}"' for g in MANY_GLOBS)
     data = project.path / "benchmark" / "data" / "code_retrieval_data.yaml"
     data.write_text(TINY_CASES.replace('include: ["**/*.py", "**/*.js", "**/*.md"]', f"include: [{globs}]"))
-    for _ in range(2):  # a cold session, then a cached one: each lists the corpus once
-        before = LISTINGS.count
-        result = project.runpytest("benchmark", "-p", "no:cacheprovider")
-        assert LISTINGS.count - before == 1
+    for _ in range(2):  # a cold run, then a cached one: each lists the corpus once
+        listings = Listings()
+        result = project.runpytest("benchmark", "-p", "no:cacheprovider", plugins=[listings])
+        assert listings.count == 1
     assert_outcomes(result, cached=ITEMS)
 
 
-def test_session_corpora_are_read_once_until_a_new_session(tmp_path):
-    from ragmatrix.families.code_retrieval.corpus import LISTINGS, session_corpus
+def test_a_runs_corpora_are_read_once_and_the_next_run_reads_them_again(tmp_path):
+    from ragmatrix.families.code_retrieval.corpus import session_corpus
 
     write(tmp_path / "a.py", "A = 1\n")
     spec = CorpusSpec(path=".", include=MANY_GLOBS)
-    before = LISTINGS.count
-    first = session_corpus(spec, tmp_path)
-    write(tmp_path / "b.py", "B = 1\n")
-    assert session_corpus(spec, tmp_path) is first and LISTINGS.count - before == 1
-    forget()
-    assert session_corpus(spec, tmp_path).paths == {"a.py", "b.py"}
+    with start_run(tmp_path):
+        first = session_corpus(spec, tmp_path)
+        write(tmp_path / "b.py", "B = 1\n")
+        assert session_corpus(spec, tmp_path) is first and corpora().listings == 1
+    with start_run(tmp_path):  # a new run shares nothing with the one before
+        assert session_corpus(spec, tmp_path).paths == {"a.py", "b.py"} and corpora().listings == 1
 
 
 def test_the_index_reports_chunk_sizes_against_the_cap_and_the_models_limit(tmp_path):

@@ -107,7 +107,7 @@ def test_a_new_family_is_three_files_and_shows_in_the_leaderboard_and_the_report
     results = bench.path / "benchmark" / "results"
     rows = [json.loads(line) for line in (results / "echo.jsonl").read_text().splitlines()]
     assert sorted(r["item"] for r in rows) == ["long", "short", "wrong"]
-    assert main(["report", "--results-dir", str(results)]) == 0
+    assert main(["report", "--results-dir", str(results), "-p", "echo_family"]) == 0
     text = (results / "report" / "leaderboard.md").read_text()
     assert "## echo" in text and "the share of texts whose length was echoed (scale 0..1" in text
     assert "echo: 3 echoes checked" in text  # the family's own report section

@@ -17,7 +17,6 @@ import pytest
 from ragmatrix.models.embedder import BLOCK, PROGRESS_FROM
 from ragmatrix.models.embedding_cache import EmbeddingCache
 from ragmatrix.models.lexical import HashingBagOfWords
-from ragmatrix.models.progress import show_on_terminal
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.models.usage import Usage, current_usage
 
@@ -116,8 +115,8 @@ def test_a_build_killed_with_sigkill_embeds_only_the_rest_when_run_again(tmp_pat
     assert f"ENCODED {4 * BLOCK - kept}" in done.stdout
 
 
-def test_a_long_build_shows_a_progress_bar_with_its_rate_and_a_short_one_none(tmp_path, capsys):
-    show_on_terminal(None)  # on stderr as it is, where capsys reads it
+def test_a_long_build_shows_a_progress_bar_with_its_rate_and_a_short_one_none(fresh_run, capsys):
+    assert fresh_run.suspend_capture is None  # on stderr as it is, where capsys reads it
     Recording(None).embed_documents(texts(PROGRESS_FROM - 1))
     assert capsys.readouterr().err == ""
     Recording(None).index_documents(texts(PROGRESS_FROM))
@@ -125,7 +124,7 @@ def test_a_long_build_shows_a_progress_bar_with_its_rate_and_a_short_one_none(tm
     assert "bow: embedding: 100%" in shown and f"{PROGRESS_FROM}/{PROGRESS_FROM}" in shown and "chunk/s" in shown
 
 
-def test_the_progress_bar_reaches_the_terminal_through_the_suspended_capture(tmp_path, capsys):
+def test_the_progress_bar_reaches_the_terminal_through_the_suspended_capture(fresh_run):
     suspended: list[str] = []
 
     class Suspend:
@@ -135,11 +134,8 @@ def test_the_progress_bar_reaches_the_terminal_through_the_suspended_capture(tmp
         def __exit__(self, *exc: object) -> None:
             suspended.append("out")
 
-    show_on_terminal(Suspend)
-    try:
-        Recording(None).embed_documents(texts(PROGRESS_FROM))
-    finally:
-        show_on_terminal(None)
+    fresh_run.suspend_capture = Suspend
+    Recording(None).embed_documents(texts(PROGRESS_FROM))
     assert suspended == ["in", "out"]
 
 

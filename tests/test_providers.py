@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Literal
 
 import pytest
 
+from ragmatrix.context import start_run
 from ragmatrix.models import aio, providers
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.models_file import ModelsFileError, load_models, select_models
@@ -65,12 +66,13 @@ class ToySpec(ModelSpec):
 
 
 @pytest.fixture
-def registry_state(monkeypatch):
-    """Providers registered by a test are forgotten after it."""
-    providers.providers()  # the built-in ones, scanned once
+def registry_state(monkeypatch, tmp_path):
+    """Providers registered by a test are forgotten after it, and the test's own run scans the
+    entry points it installs."""
+    providers.providers()  # the built-in ones imported (and registered) before the copy
     monkeypatch.setattr(providers, "_providers", dict(providers._providers))
-    monkeypatch.setattr(providers, "_broken", {})
-    monkeypatch.setattr(providers, "_adapter", None)
+    with start_run(tmp_path):
+        yield
 
 
 def installed(tmp_path: Path, monkeypatch, module: str, source: str, entry_point: str) -> None:
@@ -81,7 +83,6 @@ def installed(tmp_path: Path, monkeypatch, module: str, source: str, entry_point
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(f"[{providers.ENTRY_POINT_GROUP}]\n{entry_point}\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(providers, "_scanned", False)  # scan again, entry points included
 
 
 def test_a_provider_in_one_installed_module_is_found_and_used(tmp_path, monkeypatch, registry_state):

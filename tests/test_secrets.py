@@ -31,8 +31,7 @@ def test_the_variables_an_entry_refers_to_are_its_requires_env_its_env_fields_an
     assert spec.env_names() == {"LOCAL_MODEL_NAME", "LOCAL_BASE", "LOCAL_LLM_AUTH"}
 
 
-def test_loading_models_yaml_makes_its_variables_secret_whatever_their_names(tmp_path, monkeypatch):
-    monkeypatch.setattr(secrets, "_referred", set())
+def test_loading_models_yaml_makes_its_variables_secret_whatever_their_names(tmp_path, monkeypatch, fresh_run):
     monkeypatch.setenv("PLAIN_NAMED_VALUE", "opaque-value-77")
     monkeypatch.setenv("ANOTHER_PLAIN_ONE", "opaque-value-88")
     assert secrets.redact("x opaque-value-77 y") == "x opaque-value-77 y"  # not yet referred to
@@ -156,8 +155,8 @@ def run_cli(cwd, *arguments: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_every_log_record_pytest_captures_is_redacted_messages_and_tracebacks(caplog, monkeypatch):
-    monkeypatch.setattr(secrets, "_referred", {"LOCAL_LLM_AUTH"})
+def test_every_log_record_pytest_captures_is_redacted_messages_and_tracebacks(caplog, monkeypatch, fresh_run):
+    fresh_run.secret_names.add("LOCAL_LLM_AUTH")
     monkeypatch.setenv("LOCAL_LLM_AUTH", KEY)
     caplog.set_level(logging.DEBUG)
     logging.getLogger("some.client").debug("POST %s with the key %s", "http://h/v1", KEY)

@@ -59,7 +59,6 @@ text_retrieval:
 def tiny_cases(root: Path) -> dict:
     beir_folder(root)
     write(root / "text_retrieval_data.yaml", CASES)
-    beir.forget()
     suite = load_suite(root, ["text_retrieval"], root=root)
     assert suite.problems == []
     return {case.name: case for case in suite.cases["text_retrieval"]}
@@ -114,14 +113,12 @@ def test_a_hand_ranked_list_with_a_relevant_document_missed():
     assert values["recall_at_10"] == pytest.approx(2 / 3, abs=1e-6) and values["mrr_at_10"] == 0.5
 
 
-def test_dataset_problems_are_lines_with_the_case(tmp_path):
+def test_dataset_problems_are_lines_with_the_case(tmp_path, fresh_run):
     write(tmp_path / "text_retrieval_data.yaml", CASES)
-    beir.forget()
     lines = [p.line() for p in load_suite(tmp_path, ["text_retrieval"], root=tmp_path).problems]
     assert lines == ["text_retrieval_data.yaml: case 'tiny': dataset path tiny_beir not found"]
     beir_folder(tmp_path)
     (tmp_path / "tiny_beir" / "qrels" / "test.tsv").unlink()
-    beir.forget()
     lines = [p.line() for p in load_suite(tmp_path, ["text_retrieval"], root=tmp_path).problems]
     assert lines == ["text_retrieval_data.yaml: case 'tiny': dataset path tiny_beir has no qrels/test.tsv"]
 
@@ -160,7 +157,6 @@ def test_a_hugging_face_dataset_in_mteb_layout_is_read_through_datasets_and_cach
         tmp_path / "text_retrieval_data.yaml",
         f"text_retrieval:\n  - case: hub\n    input:\n      dataset: {{hf: {repo}}}\n",
     )
-    beir.forget()
     suite = load_suite(tmp_path, ["text_retrieval"], root=tmp_path)
     assert suite.problems == []
     q1 = {c.name: c for c in suite.cases["text_retrieval"]}["hub.q1"]
@@ -182,7 +178,6 @@ def test_a_hugging_face_dataset_in_mteb_layout_is_read_through_datasets_and_cach
 
 def test_the_shipped_pydoc_dataset_has_graded_judgements_on_real_documents():
     data = REPO / "benchmark" / "data"
-    beir.forget()
     cases = load_suite(data, ["text_retrieval"], root=REPO).cases["text_retrieval"]
     assert len(cases) == 30
     documents = beir.corpus(cases[0].input.dataset, data)

@@ -48,12 +48,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-
-
-def load_dotenv(directory: Path) -> None:
-    """API keys from `.env` in the folder; variables already set win."""
-    path = directory / ".env"
-    if path.is_file():
-        from dotenv import load_dotenv as load
-
-        load(path, override=False)

@@ -78,14 +78,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ragmatrix.cache import set_cache_dir
-    from ragmatrix.cli import CommandError, load_dotenv, locate
-    from ragmatrix.models import aio
-    from ragmatrix.models.client import ModelError
-    from ragmatrix.models.registry import Registry
-    from ragmatrix.models.usage import Usage, current_usage
-    from ragmatrix.zelo import annotation, zbench_format
-    from ragmatrix.zelo.judges import DEFAULT_INSTRUCTION
+    from ragmatrix.cli import CommandError, locate
+    from ragmatrix.context import start_run
 
     if args.cycles < 1:
         raise CommandError("--cycles must be at least 1")
@@ -95,9 +89,19 @@ def run(args: argparse.Namespace) -> int:
         models_file = locate.models_file(args.models_file)
     except locate.NotFound as error:
         raise CommandError(str(error)) from None
-    root = locate.project_root(models_file)
-    load_dotenv(root)
-    set_cache_dir(root / ".benchmark_cache")
+    # .env and the caches of the project; at the end, what runs is cancelled and every client closed
+    with start_run(locate.project_root(models_file), use_cache=not args.no_response_cache) as run:
+        return _annotate(args, models_file, run)
+
+
+def _annotate(args: argparse.Namespace, models_file: Path, run: Any) -> int:
+    from ragmatrix.cli import CommandError
+    from ragmatrix.models.client import ModelError
+    from ragmatrix.models.registry import run_registry
+    from ragmatrix.models.usage import Usage, current_usage
+    from ragmatrix.zelo import annotation, zbench_format
+    from ragmatrix.zelo.judges import DEFAULT_INSTRUCTION
+
     try:
         items = zbench_format.read(args.input)
     except zbench_format.DatasetError as error:
@@ -108,14 +112,12 @@ def run(args: argparse.Namespace) -> int:
             instruction = args.prompt.read_text(encoding="utf-8").strip()
         except OSError as error:
             raise CommandError(f"{args.prompt}: cannot read ({error.strerror})") from None
-    registry = Registry(use_cache=not args.no_response_cache)
     wanted = list(dict.fromkeys(j.strip() for j in args.judges.split(",") if j.strip()))
     try:
-        judges, combine = annotation.load_judges(models_file, wanted, registry, args.combine)
+        judges, combine = annotation.load_judges(models_file, wanted, run_registry(run), args.combine)
         if args.zbench_pairs is not None:
             annotation.check_zbench_judges(len(judges), flag="--zbench-pairs")
     except annotation.AnnotateError as error:
-        registry.close()
         raise CommandError(str(error)) from None
     settings = annotation.Settings(
         cycles=args.cycles,
@@ -150,8 +152,6 @@ def run(args: argparse.Namespace) -> int:
         current_usage.reset(token)
         for bar in bars:
             bar.close()
-        registry.close()
-        aio.close()
     _print_summary(args, summary, pairs, usage)
     if summary.mostly_invalid:
         raise CommandError(

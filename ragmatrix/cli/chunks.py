@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 NAME = "chunks"
 HELP = "print the chunks a code retrieval case cuts a file or folder into, with their sizes"
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(str(error)) from None
     notes = list(found.notes)
     if args.model is not None:
-        note = listing.count_tokens(found, _model(args.model, args.models_file))
+        note = _count_tokens(found, args.model, args.models_file)
         if note is not None:
             notes.append(note)
     for index, chunk in enumerate(found.chunks):
@@ -80,24 +81,32 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _model(model_id: str, given: Path | None) -> object:
-    """The model of the models file, built without loading its weights."""
+def _count_tokens(found: Any, model_id: str, given: Path | None) -> str | None:
+    """Each chunk's size in the tokens of a model of the models file, built without loading its
+    weights, in a run of the project (its `.env`; no caches) that closes the model at its end."""
     from ragmatrix.cli import CommandError, locate
+    from ragmatrix.context import start_run
+    from ragmatrix.families.code_retrieval import listing
     from ragmatrix.models.client import ModelError
     from ragmatrix.models.models_file import ModelsFileError, load_models
-    from ragmatrix.models.registry import Registry
+    from ragmatrix.models.registry import run_registry
 
     try:
         path = locate.models_file(given)
-        specs = {spec.id: spec for spec in load_models(path)}
-    except (locate.NotFound, ModelsFileError) as error:
+    except locate.NotFound as error:
         raise CommandError(str(error)) from None
-    spec = specs.get(model_id)
-    if spec is None:
-        raise CommandError(f"--model {model_id}: not in {path} (it has: {', '.join(sorted(specs))})")
-    if spec.kind not in ("embedder", "retriever"):
-        raise CommandError(f"--model {model_id} is an {spec.kind}: give an embedder or a retriever")
-    try:
-        return Registry(use_cache=False).build(spec)
-    except ModelError as error:
-        raise CommandError(str(error)) from None
+    with start_run(locate.project_root(path), use_cache=False) as run:
+        try:
+            specs = {spec.id: spec for spec in load_models(path)}
+        except ModelsFileError as error:
+            raise CommandError(str(error)) from None
+        spec = specs.get(model_id)
+        if spec is None:
+            raise CommandError(f"--model {model_id}: not in {path} (it has: {', '.join(sorted(specs))})")
+        if spec.kind not in ("embedder", "retriever"):
+            raise CommandError(f"--model {model_id} is an {spec.kind}: give an embedder or a retriever")
+        try:
+            model = run_registry(run).build(spec)
+        except ModelError as error:
+            raise CommandError(str(error)) from None
+        return listing.count_tokens(found, model)

@@ -11,6 +11,7 @@ examples:
   ragmatrix report --results-dir /tmp/results --out /tmp/report
   ragmatrix report --compare old/results          # also print what changed
   ragmatrix report --heatmap finance_bond_price_yield
+  ragmatrix report -p mypackage.echo              # a family a pytest plugin declares
 """
 
 from __future__ import annotations
@@ -47,12 +48,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ITEM",
         help="zelo_battles item (case or case:variant) to draw for every judge; repeatable (default: the first)",
     )
+    parser.add_argument(
+        "-p",
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a pytest plugin module whose pytest_ragmatrix_families hook declares families the "
+        "results hold (as given to pytest with -p); repeatable",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from ragmatrix.cli import CommandError
-    from ragmatrix.cli.locate import RESULTS_DIR, NotFound, results_folder
-    from ragmatrix.report import load, write_report
+    from ragmatrix.cli.locate import NotFound, project_root, results_folder
+    from ragmatrix.context import start_run
 
     try:
         results: Path = results_folder(args.results_dir)
@@ -62,6 +72,40 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"{results}: no such results folder")
     if args.compare is not None and not args.compare.is_dir():
         raise CommandError(f"{args.compare}: no such results folder")
+    # The project's run: the remembered statistics in its cache folder, its secrets redacted.
+    with start_run(project_root(results.parent / "models.yaml")):
+        _register_plugin_families(args.plugin)
+        return _report(args, results)
+
+
+def _register_plugin_families(modules: list[str]) -> None:
+    """The families that pytest plugins declare (`pytest_ragmatrix_families`, called with no
+    config), registered with this run: a family known only to a plugin is then reported with
+    its own headline, sections and plots, as the terminal showed it."""
+    import importlib
+
+    from ragmatrix.cli import CommandError
+    from ragmatrix.families import Family, register
+
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as error:
+            raise CommandError(f"--plugin {name}: cannot import it ({error})") from None
+        hook = getattr(module, "pytest_ragmatrix_families", None)
+        if hook is None:
+            raise CommandError(f"--plugin {name}: the module has no pytest_ragmatrix_families hook")
+        for family in hook(config=None):
+            if not isinstance(family, Family):
+                raise CommandError(f"--plugin {name}: pytest_ragmatrix_families returned {family!r}, not a Family")
+            register(family)
+
+
+def _report(args: argparse.Namespace, results: Path) -> int:
+    from ragmatrix.cli import CommandError
+    from ragmatrix.cli.locate import RESULTS_DIR
+    from ragmatrix.report import load, write_report
+
     _refer_to_models_file(results)
     rows, _ = load(results)
     if not rows:

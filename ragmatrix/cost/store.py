@@ -18,9 +18,10 @@ from pathlib import Path
 from filelock import FileLock
 from pydantic import ValidationError
 
+from ragmatrix.atomic_write import write_atomically
 from ragmatrix.cost.record import CostRecord, combine_all
 from ragmatrix.storage import writes_to
-from ragmatrix.store import _atomic_write, ends_torn, numbered_records
+from ragmatrix.store import ends_torn, numbered_records
 
 FOLDER = "costs"
 
@@ -101,7 +102,7 @@ class CostStore:
         with writes_to(self.directory.parent), self._lock(family):
             loaded = self.load(family)
             if path.exists() and not _is_compact(loaded):
-                _atomic_write(path, (line_of(record) for record in combine_all(loaded.records)))
+                write_atomically(path, (line_of(record) for record in combine_all(loaded.records)))
         return loaded.problems
 
     def compact_all(self) -> list[str]:
@@ -110,7 +111,7 @@ class CostStore:
     def write(self, family: str, records: list[CostRecord]) -> None:
         """Replace a family's file with these records (combined)."""
         with writes_to(self.directory.parent), self._lock(family):
-            _atomic_write(self.path(family), (line_of(record) for record in combine_all(records)))
+            write_atomically(self.path(family), (line_of(record) for record in combine_all(records)))
 
 
 def _is_compact(loaded: LoadedCosts) -> bool:

@@ -8,7 +8,9 @@ Families come from three sources, in this order (a later one with the same name 
 - the `pytest_ragmatrix_families` pytest hook (see `ragmatrix.hookspecs`), whose implementations return
   lists of `Family`; the plugin registers them when pytest starts.
 
-Importing this package imports no family: the scan runs on first use.
+Each run (`ragmatrix.context`) scans once, on first use, and keeps what the hook registered:
+a run in the same process after it scans again and starts with no registered families.
+Importing this package imports no family.
 """
 
 from __future__ import annotations
@@ -17,32 +19,41 @@ import importlib
 import pkgutil
 from importlib.metadata import entry_points
 
+from ragmatrix.context import RunContext, current
 from ragmatrix.families.base import Family, Headline, Plot
 
 __all__ = ["Family", "Headline", "Plot", "all_families", "family_named", "register"]
 
 ENTRY_POINT_GROUP = "ragmatrix.families"
-_families: dict[str, Family] | None = None
-_registered: dict[str, Family] = {}
+
+
+class FamilyRegistry:
+    """The families one run knows: those found by the scan, and those registered at run time."""
+
+    def __init__(self, run: RunContext) -> None:
+        self.found = _scan()
+        self.registered: dict[str, Family] = {}
+
+
+def _scan() -> dict[str, Family]:
+    found: dict[str, Family] = {}
+    for module in pkgutil.iter_modules(__path__):
+        if module.name == "base":
+            continue
+        family = getattr(importlib.import_module(f"{__name__}.{module.name}"), "FAMILY", None)
+        if isinstance(family, Family):
+            found[family.name] = family
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        family = point.load()
+        if isinstance(family, Family):
+            found[family.name] = family
+    return found
 
 
 def all_families() -> dict[str, Family]:
     """Every known family by name."""
-    global _families
-    if _families is None:
-        found: dict[str, Family] = {}
-        for module in pkgutil.iter_modules(__path__):
-            if module.name == "base":
-                continue
-            family = getattr(importlib.import_module(f"{__name__}.{module.name}"), "FAMILY", None)
-            if isinstance(family, Family):
-                found[family.name] = family
-        for point in entry_points(group=ENTRY_POINT_GROUP):
-            family = point.load()
-            if isinstance(family, Family):
-                found[family.name] = family
-        _families = found
-    return {**_families, **_registered}
+    families = current().part(FamilyRegistry)
+    return {**families.found, **families.registered}
 
 
 def family_named(name: str) -> Family | None:
@@ -50,6 +61,6 @@ def family_named(name: str) -> Family | None:
 
 
 def register(family: Family) -> Family:
-    """Add a family at run time (the pytest hook's families, a test's toy family)."""
-    _registered[family.name] = family
+    """Add a family to the run (the pytest hook's families, a test's toy family)."""
+    current().part(FamilyRegistry).registered[family.name] = family
     return family

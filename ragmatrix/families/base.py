@@ -89,9 +89,6 @@ class Family:
     # Checks of an expanded case at collection, against what it reads (its corpus): each line is
     # a problem shown with the case, and the case does not run.
     check: Callable[[Case], list[str]] | None = None
-    # Forgets what the family remembered in the previous session (listed corpora), so that a
-    # new session sees files edited since; called when a benchmark session starts.
-    new_session: Callable[[], None] | None = None
     # Extra report blocks for this family: `section(table, images) -> blocks`, where `images`
     # are the file names its plots drew.
     report_sections: Sequence[Callable[[Any, list[str]], list[Any]]] = field(default=())

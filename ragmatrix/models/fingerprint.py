@@ -8,9 +8,14 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from ragmatrix.atomic_write import write_atomically
 from ragmatrix.cache import cache_dir
+from ragmatrix.context import RunContext, current
 
-_memo: dict[tuple[str, int], str] = {}
+
+def _remembered(run: RunContext) -> dict[tuple[str, int], str]:
+    """The run's fingerprints by (folder, stamp): every item's key asks for its model's."""
+    return {}
 
 
 def directory_fingerprint(path: Path) -> str:
@@ -22,9 +27,10 @@ def directory_fingerprint(path: Path) -> str:
     files = sorted(p for p in path.rglob("*") if p.is_file())
     stats = [(p.relative_to(path).as_posix(), p.stat()) for p in files]
     stamp = hashlib.md5(json.dumps([(name, st.st_size, st.st_mtime_ns) for name, st in stats]).encode()).hexdigest()
+    memo = current().part(_remembered)
     memo_key = (str(path.resolve()), hash(stamp))
-    if memo_key in _memo:
-        return _memo[memo_key]
+    if memo_key in memo:
+        return memo[memo_key]
     store = cache_dir() / "fingerprints.json"
     known: dict[str, str] = {}
     if store.exists():
@@ -48,9 +54,9 @@ def directory_fingerprint(path: Path) -> str:
                 except ValueError:
                     known = {}
                 known[stamp] = fingerprint
-                store.write_text(json.dumps(known, indent=0, sort_keys=True))
+                write_atomically(store, json.dumps(known, indent=0, sort_keys=True))
         except OSError:
             pass  # a cache folder that cannot be written: the next run hashes the folder again
         known[stamp] = fingerprint
-    _memo[memo_key] = known[stamp]
+    memo[memo_key] = known[stamp]
     return known[stamp]

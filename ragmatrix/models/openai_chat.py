@@ -17,7 +17,7 @@ import asyncio
 import json
 import os
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ragmatrix.models import aio
 from ragmatrix.models.client import EmptyAnswer, Failure, is_retryable_status, parse_retry_after
@@ -26,8 +26,6 @@ from ragmatrix.secrets import redact
 
 if TYPE_CHECKING:
     import aiohttp
-
-    from ragmatrix.models.providers.litellm_chat import LitellmSpec
 
 PREFIX = "openai/"
 OPENAI_API_BASE = "https://api.openai.com/v1"
@@ -98,7 +96,20 @@ class StatusError(Exception):
         self.retry_after = retry_after
 
 
-def direct_route(spec: LitellmSpec) -> bool:
+class Route(Protocol):
+    """What the client reads of a model's spec (a litellm entry's, `LitellmSpec`, has it)."""
+
+    id: str
+    litellm: str  # "openai/<name>"
+    params: dict[str, Any]
+    api_key_env: str | None
+    requires_env: list[str]
+    concurrency: int
+
+    def resolved_api_base(self) -> str | None: ...
+
+
+def direct_route(spec: Route) -> bool:
     """Can this model be asked directly, with exactly the request litellm would send?"""
     return expand_env(spec.litellm).startswith(PREFIX) and set(spec.params) <= CHAT_FIELDS
 
@@ -110,7 +121,7 @@ class OpenAIChat:
     # request need not go alone (see `ChatModel._ask`).
     starts_warm = True
 
-    def __init__(self, spec: LitellmSpec) -> None:
+    def __init__(self, spec: Route) -> None:
         import aiohttp
 
         self.spec = spec

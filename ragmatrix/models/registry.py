@@ -1,14 +1,16 @@
-"""Builds each model of the matrix once per process, when the first test that needs it runs.
+"""Builds each model of the matrix once per run, when the first test that needs it runs.
 
 How a model is built is its provider's business (`ModelSpec.build`, see
 `ragmatrix.models.providers`); this class remembers built models and failed loads, and holds the
-caches the providers share.
+caches the providers share. A run (`ragmatrix.context`) has one (`run_registry`), which its end
+closes.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ragmatrix.context import RunContext
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.secrets import redact, refer_to
@@ -84,3 +86,12 @@ class Registry:
         if self._embedding_cache is not None:
             self._embedding_cache.close()
             self._embedding_cache = None
+
+
+def run_registry(run: RunContext) -> Registry:
+    """The run's registry: its models, and its caches unless the run reads none."""
+    return run.part(_new_registry)
+
+
+def _new_registry(run: RunContext) -> Registry:
+    return Registry(use_cache=run.use_cache)

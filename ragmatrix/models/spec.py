@@ -4,17 +4,19 @@ Each entry is validated by the spec model of one provider (see `ragmatrix.models
 key the entry carries (`litellm:`, `sentence_transformers:`, `builtin:`, `xinference:`,
 `ensemble:`), or an explicit `provider:`, picks it; `ModelSpec(**entry)` builds the spec of the
 provider the entry names. Reading the file is `ragmatrix.models.models_file`.
+
+The provider registry builds on this module, so this module does not import it: the registry
+connects itself here (`connect_providers`) when it is imported, and importing any module of
+`ragmatrix.models` imports it (see the package's `__init__`).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
@@ -52,17 +54,27 @@ class ModelBuilder(Protocol):
     def embedding_cache(self) -> EmbeddingCache | None: ...
 
 
-# The provider registry (`ragmatrix.models.providers`) connects itself here when it is imported: it
-# builds on this module, so this module cannot import it.
-_spec_of: Callable[[dict[str, Any]], type[ModelSpec]] | None = None
-_makers_of: Callable[[str], str] | None = None
+class ProviderRegistry(Protocol):
+    """What this module asks of the provider registry."""
+
+    def spec_of(self, entry: dict[str, Any]) -> type[ModelSpec]:
+        """The spec model of the provider an entry names."""
+        ...
+
+    def makers_of(self, kind: str) -> str:
+        """Which providers make models of a kind, as a message says it."""
+        ...
 
 
-def connect_providers(spec_of: Callable[[dict[str, Any]], type[ModelSpec]], makers_of: Callable[[str], str]) -> None:
-    """Called by the provider registry: `spec_of(entry)` is the spec model of the provider an
-    entry names, `makers_of(kind)` says which providers make models of a kind."""
-    global _spec_of, _makers_of
-    _spec_of, _makers_of = spec_of, makers_of
+# The provider registry, connected when it is imported (once per process, like the classes it
+# registers).
+_registry: ProviderRegistry | None = None
+
+
+def connect_providers(registry: ProviderRegistry) -> None:
+    """Called by the provider registry as it is imported."""
+    global _registry
+    _registry = registry
 
 
 def expand_env(text: str) -> str:
@@ -132,10 +144,8 @@ class ModelSpec(BaseModel):
 
     def __new__(cls, *args: Any, **data: Any) -> ModelSpec:
         if cls is ModelSpec:  # ModelSpec(**entry): the spec of the provider the entry names
-            if _spec_of is None:  # the registry connects itself when it is imported
-                importlib.import_module("ragmatrix.models.providers")
-            assert _spec_of is not None
-            cls = _spec_of(data)
+            assert _registry is not None, "the provider registry connects itself when ragmatrix.models is imported"
+            cls = _registry.spec_of(data)
         return super().__new__(cls)
 
     @classmethod
@@ -159,8 +169,8 @@ class ModelSpec(BaseModel):
         return self
 
     def wrong_kind(self) -> str:
-        if self.kind == "retriever" and _makers_of is not None:
-            return f"a retriever is {_makers_of('retriever')}"
+        if self.kind == "retriever" and _registry is not None:
+            return f"a retriever is {_registry.makers_of('retriever')}"
         kinds = " or ".join(f"{'an' if k[0] in 'aeiou' or k == 'llm' else 'a'} {k}" for k in self.kinds)
         return f"a {self.key or self.provider} model is {kinds}"
 

@@ -11,11 +11,11 @@ handed to the aggregation by its caller, which saves it: the aggregation itself 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ragmatrix.atomic_write import write_atomically
 from ragmatrix.keys import md5_of
 from ragmatrix.stats import code_version
 
@@ -61,9 +61,6 @@ class Memo:
         unused = [key for key in self._known if key not in self._used][-KEEP_UNUSED:]
         kept = {key: self._known[key] for key in [*unused, *self._used] if key in self._known}
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
-            temporary.write_text(json.dumps({"version": self.version, "entries": kept}))
-            os.replace(temporary, self.path)
+            write_atomically(self.path, json.dumps({"version": self.version, "entries": kept}), make_folder=True)
         except OSError:
             pass  # a memo that cannot be written is only slower

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ragmatrix.atomic_write import write_atomically
 
 
 class DatasetError(Exception):
@@ -111,7 +112,8 @@ def write_scored_pairs(path: Path, scored_pairs: list[dict[str, Any]]) -> None:
     """zbench's ai_scores.json: `{"scored_pairs": [...]}`, written atomically. Each entry holds
     `pair` (pair_id, query_id, query, document_a and document_b, each with document_id,
     metadata and content) and one `{"thought", "score"}` per field of SCORE_FIELDS."""
-    _write_atomically(Path(path), json.dumps({"scored_pairs": scored_pairs}, ensure_ascii=False, indent=1) + "\n")
+    text = json.dumps({"scored_pairs": scored_pairs}, ensure_ascii=False, indent=1) + "\n"
+    write_atomically(Path(path), text, make_folder=True)
 
 
 def read(path: Path, annotated: bool = False) -> list[QueryDocuments]:
@@ -167,11 +169,5 @@ def _problem(raw: Any, annotated: bool) -> str | None:
 
 def write(path: Path, items: list[dict[str, Any]]) -> None:
     """Write lines atomically: a reader never sees a half-written file."""
-    _write_atomically(Path(path), "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items))
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
+    lines = (json.dumps(item, ensure_ascii=False) + "\n" for item in items)
+    write_atomically(Path(path), lines, make_folder=True)

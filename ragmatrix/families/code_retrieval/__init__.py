@@ -1,6 +1,6 @@
 """Code retrieval: can a model find the code that answers a question in a real codebase?
 
-- `corpus`: which files a case reads, listed once per session, and their fingerprint;
+- `corpus`: which files a case reads, listed once per run, and their fingerprint;
 - `chunking`: lines, syntax-tree definitions (capped), or bounded syntax-aware chunks (a
   package: line windows, semantic and bounded chunks, the language table, context headers);
 - `query_file`: the Rust embedding benchmark's query files, each query a case;
@@ -18,7 +18,6 @@ from ragmatrix.families.code_retrieval.retrieval import (
     CodeRetrievalCase,
     check,
     corpus_fingerprint,
-    new_session,
     score,
     search,
 )
@@ -41,7 +40,6 @@ FAMILY = Family(
     first_texts=lambda case, model: ([case.input.query], []),
     case_source=expand_query_file,
     check=check,
-    new_session=new_session,
     report_sections=(report.section,),
     terminal_notes=report.terminal_notes,
     cost_sections=(report.speed_table,),

@@ -13,10 +13,11 @@ spans folders). Hidden folders and `__pycache__`, `node_modules`, `site-packages
 
 The fingerprint is the md5 of every chosen file's relative path and content. It goes into the
 result key, so a changed corpus means new results. It is computed for every item at collection,
-cached runs included, so it is remembered per process while the files' sizes and times stand.
+cached runs included, so it is remembered by the run (`ragmatrix.context`) while the files'
+sizes and times stand.
 
-Within a benchmark session a corpus is listed and read once (`session_corpus`), however many
-globs it has and however many items search it; `forget()` starts a new session. Expected files
+Within a run a corpus is listed and read once (`session_corpus`), however many globs it has and
+however many items search it; the next run lists it again, and sees what was edited. Expected files
 may be named by a unique suffix of their path (`matcher/src/lib.rs`), as the Rust embedding
 benchmark allows; `resolve` says which file a name means, or why none.
 """
@@ -35,6 +36,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragmatrix.case import CaseInputError
+from ragmatrix.context import RunContext, current
 from ragmatrix.keys import canonical_json
 
 SKIPPED_FOLDERS = frozenset({"__pycache__", "node_modules", "site-packages", "dist-packages"})
@@ -206,18 +208,27 @@ def _literal_prefix(pattern: str) -> str:
     return "/".join(prefix)
 
 
-class _Listings:
-    """How many times a folder was walked: the measure of `session_corpus`'s economy."""
+class Corpora:
+    """The corpora a run has read: by spec and folder (`session_corpus`, listed once per run),
+    and by spec, root and the files' sizes and times (`load_corpus`). `listings` counts the
+    folders walked: the measure of `session_corpus`'s economy."""
 
-    count = 0
+    MEMO_SIZE = 16
+
+    def __init__(self, run: RunContext) -> None:
+        self.by_stamp: dict[tuple[str, str, tuple[tuple[str, int, int], ...]], Corpus] = {}
+        self.by_spec: dict[tuple[str, str], Corpus] = {}
+        self.listings = 0
 
 
-LISTINGS = _Listings()
+def corpora() -> Corpora:
+    """The current run's corpora."""
+    return current().part(Corpora)
 
 
 def list_files(root: Path, include: list[str], exclude: list[str]) -> list[str]:
     """Relative paths of the files under `root` chosen by the globs, sorted."""
-    LISTINGS.count += 1
+    corpora().listings += 1
     base = str(root)
     chosen: set[str] = set()
     for pattern in include:
@@ -248,11 +259,8 @@ def _stamp(root: Path, paths: list[str]) -> tuple[tuple[str, int, int], ...]:
     return tuple(stats)
 
 
-_corpora: dict[tuple[str, str, tuple[tuple[str, int, int], ...]], Corpus] = {}
-
-
 def load_corpus(spec: CorpusSpec, directory: Path) -> Corpus:
-    """The corpus a case names, read once per process while its files are unchanged."""
+    """The corpus a case names, read once per run while its files are unchanged."""
     try:
         return _load_corpus(spec, directory)
     except OSError as error:  # unreadable, or gone since it was listed
@@ -265,7 +273,8 @@ def _load_corpus(spec: CorpusSpec, directory: Path) -> Corpus:
     paths = single if single is not None else list_files(root, spec.include, spec.exclude)
     stamp = _stamp(root, paths)
     key = (canonical_json(spec.model_dump()), str(root), stamp)
-    if key not in _corpora:
+    read_before = corpora().by_stamp
+    if key not in read_before:
         read = [_read(root, path) for path, size, _ in stamp if size <= MAX_FILE_BYTES]
         chosen = [(source, digest) for source, digest in read if source is not None]
         if not chosen:
@@ -274,30 +283,21 @@ def _load_corpus(spec: CorpusSpec, directory: Path) -> Corpus:
         digest = hashlib.md5()
         for source, content in chosen:
             digest.update(source.path.encode("utf-8") + b"\0" + content + b"\0")
-        if len(_corpora) > 16:
-            _corpora.clear()
-        _corpora[key] = Corpus(spec.label, root, tuple(source for source, _ in chosen), digest.hexdigest())
-    return _corpora[key]
-
-
-_session: dict[tuple[str, str], Corpus] = {}
+        if len(read_before) > Corpora.MEMO_SIZE:
+            read_before.clear()
+        read_before[key] = Corpus(spec.label, root, tuple(source for source, _ in chosen), digest.hexdigest())
+    return read_before[key]
 
 
 def session_corpus(spec: CorpusSpec, directory: Path) -> Corpus:
-    """The corpus, listed and read once per session: collection and every item of every model
+    """The corpus, listed and read once per run: collection and every item of every model
     share it. A corpus that cannot be read is not remembered, so its error is raised each time."""
     key = (canonical_json(spec.model_dump()), str(directory))
-    corpus = _session.get(key)
+    listed = corpora().by_spec
+    corpus = listed.get(key)
     if corpus is None:
-        corpus = _session[key] = load_corpus(spec, directory)
+        corpus = listed[key] = load_corpus(spec, directory)
     return corpus
-
-
-def forget() -> None:
-    """Start a new session: corpora are listed again (a long-lived process, a test run inside
-    another)."""
-    _session.clear()
-    _corpora.clear()
 
 
 def _read(root: Path, path: str) -> tuple[SourceFile | None, bytes]:

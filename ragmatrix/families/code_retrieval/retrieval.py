@@ -2,8 +2,8 @@
 
 A case is one query against a corpus (see `code_corpus`), with a chunking strategy per variant
 (see `chunking`). The corpus is chunked once per (chunking, corpus fingerprint) and indexed
-once per (model, chunking, corpus fingerprint) in each process; an embedder's chunk vectors
-also go through the embedding cache, so a corpus is embedded once per model, ever.
+once per (model, chunking, corpus fingerprint) in each run (`ragmatrix.context`); an embedder's
+chunk vectors also go through the embedding cache, so a corpus is embedded once per model, ever.
 
 Scores (names after MTEB and ranx, all in 0..1):
 
@@ -35,9 +35,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragmatrix.case import CaseInputError
+from ragmatrix.context import RunContext, current
 from ragmatrix.families.code_retrieval import rust_tool
-from ragmatrix.families.code_retrieval.chunking import Chunk, Chunking, chunk_corpus, forget_reported
-from ragmatrix.families.code_retrieval.corpus import Corpus, CorpusSpec, forget, session_corpus
+from ragmatrix.families.code_retrieval.chunking import Chunk, Chunking, chunk_corpus
+from ragmatrix.families.code_retrieval.corpus import Corpus, CorpusSpec, session_corpus
 from ragmatrix.keys import canonical_json
 from ragmatrix.outcome import Outcome
 from ragmatrix.stats.metrics import hit_at_k, mrr_at_k, ranking_metrics
@@ -172,17 +173,11 @@ class CodeRetrievalCase(BaseModel):
     expected: CodeExpected
 
 
-# --- the corpus and its index, once per session ------------------------------------------------
-
-
-def new_session() -> None:
-    """Forget the corpora listed and the files reported unparsed in the previous session."""
-    forget()
-    forget_reported()
+# --- the corpus and its index, once per run -----------------------------------------------------
 
 
 def corpus_of(case: Any) -> Corpus:
-    """The case's corpus, listed once per session; a missing path, package or file is one line
+    """The case's corpus, listed once per run; a missing path, package or file is one line
     naming the case."""
     try:
         return session_corpus(case.input.corpus, case.directory)
@@ -254,33 +249,42 @@ class Index:
         return np.asarray([is_doc(chunk.path) for chunk in self.chunks], dtype=bool)
 
 
-_chunk_lists: dict[tuple[str, str], list[Chunk]] = {}
-_indexes: dict[tuple[int, str, str], Index] = {}
 MEMO_SIZE = 32
 
 
+class Indexes:
+    """A run's chunks, by (chunking, corpus fingerprint), and indexes, by (model, chunking,
+    corpus fingerprint); at most `MEMO_SIZE` of each."""
+
+    def __init__(self, run: RunContext) -> None:
+        self.chunks: dict[tuple[str, str], list[Chunk]] = {}
+        self.indexes: dict[tuple[int, str, str], Index] = {}
+
+
 def chunks_of(corpus: Corpus, chunking: Chunking) -> list[Chunk]:
-    """The corpus's chunks under one strategy, cut once per process."""
+    """The corpus's chunks under one strategy, cut once per run."""
+    cut = current().part(Indexes).chunks
     key = (canonical_json(chunking.model_dump()), corpus.fingerprint)
-    if key not in _chunk_lists:
-        if len(_chunk_lists) >= MEMO_SIZE:
-            _chunk_lists.clear()
-        _chunk_lists[key] = chunk_corpus(corpus, chunking)
-    return _chunk_lists[key]
+    if key not in cut:
+        if len(cut) >= MEMO_SIZE:
+            cut.clear()
+        cut[key] = chunk_corpus(corpus, chunking)
+    return cut[key]
 
 
 def index_of(model: Any, corpus: Corpus, chunking: Chunking) -> Index:
-    """The chunks indexed by the model (embedded, for an embedder) once per process. The index
+    """The chunks indexed by the model (embedded, for an embedder) once per run. The index
     scores queries through the model it was built with, so it is kept per model object."""
+    built = current().part(Indexes).indexes
     key = (id(model), canonical_json(chunking.model_dump()), corpus.fingerprint)
-    if key not in _indexes:
+    if key not in built:
         chunks = chunks_of(corpus, chunking)
         texts = [chunk.text for chunk in chunks]
         scorer = model.index_documents(texts)
-        if len(_indexes) >= MEMO_SIZE:
-            _indexes.clear()
-        _indexes[key] = Index(chunks, scorer, _stats(model, chunks, texts, chunking), model)
-    return _indexes[key]
+        if len(built) >= MEMO_SIZE:
+            built.clear()
+        built[key] = Index(chunks, scorer, _stats(model, chunks, texts, chunking), model)
+    return built[key]
 
 
 def _stats(model: Any, chunks: list[Chunk], texts: list[str], chunking: Chunking) -> dict[str, Any]:

@@ -5,7 +5,6 @@
 """
 
 from ragmatrix.families.base import Family, Headline
-from ragmatrix.families.text_retrieval.beir import forget
 from ragmatrix.families.text_retrieval.retrieval import (
     SCORING_VERSION,
     TextRetrievalCase,
@@ -30,5 +29,4 @@ FAMILY = Family(
     # is indexed once per model when the first item runs.
     first_texts=lambda case, model: ([case.input.query], []),
     case_source=expand_dataset,
-    new_session=forget,
 )

@@ -12,7 +12,7 @@ A dataset is named by a case in one of two ways:
 Collection needs only the queries, the judgements and a fingerprint, never the corpus; for a
 Hugging Face dataset they are kept in `.benchmark_cache/beir/`, so that collection and fully
 cached runs do not import `datasets`. The corpus is read when a model first searches it, once
-per session.
+per run (`ragmatrix.context`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from ragmatrix.atomic_write import write_atomically
 from ragmatrix.cache import cache_dir
 from ragmatrix.case import CaseInputError
+from ragmatrix.context import RunContext, current
 from ragmatrix.keys import canonical_json
 
 
@@ -143,21 +145,21 @@ def _digest(paths: list[Path]) -> str:
     return digest.hexdigest()
 
 
-_judged_memo: dict[tuple[str, str], Judged] = {}
-_corpus_memo: dict[tuple[str, str], Corpus] = {}
+class Datasets:
+    """The datasets a run has read: judged queries and documents, by spec and folder."""
 
-
-def forget() -> None:
-    _judged_memo.clear()
-    _corpus_memo.clear()
+    def __init__(self, run: RunContext) -> None:
+        self.judged: dict[tuple[str, str], Judged] = {}
+        self.corpora: dict[tuple[str, str], Corpus] = {}
 
 
 def judged(spec: DatasetSpec, directory: Path) -> Judged:
-    """The dataset's judged queries and fingerprint, once per session."""
+    """The dataset's judged queries and fingerprint, once per run."""
+    read = current().part(Datasets).judged
     key = (canonical_json(spec.model_dump()), str(directory))
-    if key not in _judged_memo:
-        _judged_memo[key] = _load_judged(spec, directory)
-    return _judged_memo[key]
+    if key not in read:
+        read[key] = _load_judged(spec, directory)
+    return read[key]
 
 
 def _load_judged(spec: DatasetSpec, directory: Path) -> Judged:
@@ -176,25 +178,26 @@ def _load_judged(spec: DatasetSpec, directory: Path) -> Judged:
     triples = [(str(r["query-id"]), str(r["corpus-id"]), int(r["score"])) for r in qrels]
     result = _judged(list(queries), triples, fingerprint)
     try:
-        stored.parent.mkdir(parents=True, exist_ok=True)
-        stored.write_text(json.dumps({"queries": result.queries, "qrels": result.qrels, "fingerprint": fingerprint}))
+        kept = {"queries": result.queries, "qrels": result.qrels, "fingerprint": fingerprint}
+        write_atomically(stored, json.dumps(kept), make_folder=True)
     except OSError:
         pass  # a cache folder that cannot be written: the next session reads the dataset again
     return result
 
 
 def corpus(spec: DatasetSpec, directory: Path) -> Corpus:
-    """The dataset's documents, once per session."""
+    """The dataset's documents, once per run."""
+    read = current().part(Datasets).corpora
     key = (canonical_json(spec.model_dump()), str(directory))
-    if key not in _corpus_memo:
+    if key not in read:
         if spec.path is not None:
             rows = _jsonl(_local_files(spec, _folder(spec, directory))["corpus"])
         else:
             rows = list(_hf_tables(spec)[0])
         ids = [str(row["_id"]) for row in rows]
         texts = [(str(row.get("title") or "") + " " + str(row.get("text") or "")).strip() for row in rows]
-        _corpus_memo[key] = Corpus(ids, texts)
-    return _corpus_memo[key]
+        read[key] = Corpus(ids, texts)
+    return read[key]
 
 
 def _hf_tables(spec: DatasetSpec) -> tuple[Any, Any, Any]:

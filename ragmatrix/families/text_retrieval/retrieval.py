@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragmatrix.case import CaseInputError
+from ragmatrix.context import RunContext, current
 from ragmatrix.families.text_retrieval import beir
 from ragmatrix.families.text_retrieval.beir import DatasetSpec
 from ragmatrix.outcome import Outcome
@@ -107,21 +108,29 @@ class Index:
     model: Any = None  # kept alive with its index, so that its id stays its own
 
 
-_indexes: dict[tuple[int, str], Index] = {}
+MEMO_SIZE = 8
+
+
+class Indexes:
+    """A run's indexes, by (model, dataset fingerprint); at most `MEMO_SIZE`."""
+
+    def __init__(self, run: RunContext) -> None:
+        self.built: dict[tuple[int, str], Index] = {}
 
 
 def index_of(model: Any, case: Any) -> Index:
-    """The corpus indexed by the model, once per process and dataset."""
+    """The corpus indexed by the model, once per run and dataset."""
+    built = current().part(Indexes).built
     key = (id(model), dataset_fingerprint(case))
-    if key not in _indexes:
+    if key not in built:
         try:
             documents = beir.corpus(case.input.dataset, case.directory)
         except CaseInputError as error:
             raise CaseInputError(f"case '{case.name}': {error}") from None
-        if len(_indexes) >= 8:
-            _indexes.clear()
-        _indexes[key] = Index(documents.ids, model.index_documents(documents.texts), model)
-    return _indexes[key]
+        if len(built) >= MEMO_SIZE:
+            built.clear()
+        built[key] = Index(documents.ids, model.index_documents(documents.texts), model)
+    return built[key]
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,19 @@ and `unavailable` (why it cannot run here). Providers come from:
 
 The model spec of models.yaml is the discriminated union of the registered spec models, tagged
 by `provider`; an entry without `provider:` gets it from the key it carries (`pick`).
-Importing this package imports no provider: the scan runs on first use.
+
+The decorator registers a spec model when its module is imported, once per process: the
+registered classes are the process's (`_providers`). The scan of this package and the entry
+points runs once per run (`ragmatrix.context`), on first use: a run in the same process after
+modules were unloaded (pytest run inside a test) imports them again, and their spec models
+replace the unloaded ones. Importing this package imports no provider.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -26,6 +32,7 @@ from typing import Annotated, Any, TypeVar, Union
 
 from pydantic import BeforeValidator, Field, TypeAdapter
 
+from ragmatrix.context import RunContext, current
 from ragmatrix.models.spec import ModelSpec, connect_providers
 
 ENTRY_POINT_GROUP = "ragmatrix.providers"
@@ -38,10 +45,27 @@ class Provider:
     spec: type[ModelSpec]
 
 
+# Every spec model registered in this process, by provider name: the decorator's target.
 _providers: dict[str, Provider] = {}
-_broken: dict[str, str] = {}  # entry points whose module failed to import: name -> one line
-_scanned = False
-_adapter: tuple[tuple[str, ...], TypeAdapter[ModelSpec]] | None = None
+
+
+class ProviderScan:
+    """One run's scan: this package's modules and the entry points imported, and the entry
+    points that could not be (name -> one line)."""
+
+    def __init__(self, run: RunContext) -> None:
+        self.broken: dict[str, str] = {}
+        # The validator of models.yaml entries, made for the registered spec models.
+        self.adapter: tuple[tuple[type[ModelSpec], ...], TypeAdapter[ModelSpec]] | None = None
+        for module in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{module.name}")
+        for point in entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                point.load()
+            except Exception as error:  # a broken third-party module must not stop every run
+                missing = getattr(error, "name", None) if isinstance(error, ImportError) else None
+                hint = f"pip install {missing}" if missing else f"{type(error).__name__}: {error}".splitlines()[0]
+                self.broken[point.name] = f"provider '{point.name}' ({point.value}) cannot be imported: {hint}"
 
 
 def provider(name: str, *, needs: Mapping[str, str] | None = None) -> Callable[[type[S]], type[S]]:
@@ -61,19 +85,9 @@ def provider(name: str, *, needs: Mapping[str, str] | None = None) -> Callable[[
 
 
 def providers() -> dict[str, Provider]:
-    """Every registered provider by name (this package's and the entry points' on first use)."""
-    global _scanned
-    if not _scanned:
-        _scanned = True
-        for module in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{module.name}")
-        for point in entry_points(group=ENTRY_POINT_GROUP):
-            try:
-                point.load()
-            except Exception as error:  # a broken third-party module must not stop every run
-                missing = getattr(error, "name", None) if isinstance(error, ImportError) else None
-                hint = f"pip install {missing}" if missing else f"{type(error).__name__}: {error}".splitlines()[0]
-                _broken[point.name] = f"provider '{point.name}' ({point.value}) cannot be imported: {hint}"
+    """Every registered provider by name (this package's and the entry points' scanned once per
+    run)."""
+    current().part(ProviderScan)
     return dict(_providers)
 
 
@@ -114,7 +128,7 @@ def _no_single_claim(entry: Mapping[str, Any], known: dict[str, Provider], sever
 
 
 def _broken_note() -> str:
-    return "".join(f"; {line}" for line in _broken.values())
+    return "".join(f"; {line}" for line in current().part(ProviderScan).broken.values())
 
 
 def makers_of(kind: str) -> str:
@@ -136,15 +150,13 @@ def _with_provider(entry: Any) -> Any:
 
 def spec_adapter() -> TypeAdapter[ModelSpec]:
     """The validator of one models.yaml entry: the union of the providers' spec models."""
-    global _adapter
-    known = providers()
-    names = tuple(known)
-    if _adapter is None or _adapter[0] != names:
-        members = tuple(p.spec for p in known.values())
+    scan = current().part(ProviderScan)
+    members = tuple(p.spec for p in providers().values())
+    if scan.adapter is None or scan.adapter[0] != members:
         union: Any = Union[members] if len(members) > 1 else members[0]  # noqa: UP007 (built at run time)
         tagged = Annotated[union, Field(discriminator="provider"), BeforeValidator(_with_provider)]
-        _adapter = (names, TypeAdapter(tagged))
-    return _adapter[1]
+        scan.adapter = (members, TypeAdapter(tagged))
+    return scan.adapter[1]
 
 
 def validate(entry: Any) -> ModelSpec:
@@ -160,8 +172,9 @@ def error_location(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc) or "entry"
 
 
-def _spec_of(entry: dict[str, Any]) -> type[ModelSpec]:
+def spec_of(entry: dict[str, Any]) -> type[ModelSpec]:
+    """The spec model of the provider an entry names (see `pick`)."""
     return pick(entry).spec
 
 
-connect_providers(_spec_of, makers_of)  # so that `ModelSpec(**entry)` can pick the provider
+connect_providers(sys.modules[__name__])  # so that `ModelSpec(**entry)` can pick the provider

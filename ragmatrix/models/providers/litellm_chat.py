@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field
 
+from ragmatrix.models import aio
 from ragmatrix.models.client import EmptyAnswer, Failure, is_retryable_status, parse_retry_after
 from ragmatrix.models.openai_chat import NO_KEY, OpenAIChat, direct_route, first_line
 from ragmatrix.models.providers import provider
@@ -120,6 +121,10 @@ class LitellmChat:
     def __init__(self, spec: LitellmSpec) -> None:
         self.spec = spec
         self.litellm = import_litellm()
+        # litellm keeps async HTTP clients of its own: closed on the run's loop, where they live.
+        close = getattr(self.litellm, "close_litellm_async_clients", None)
+        if close is not None:
+            aio.at_close(close)
 
     def connection(self) -> dict[str, Any]:
         connection: dict[str, Any] = {}

@@ -21,7 +21,7 @@ Three strategies, chosen per case variant:
 
 `languages` says which grammar parses a file; a file with no grammar falls back to line
 windows (`semantic`) or capped line packing (`bounded`), with the file header, and is reported
-once per session and extension (`NoGrammarWarning`). Every chunk keeps its file's path and its
+once per run and extension (`NoGrammarWarning`). Every chunk keeps its file's path and its
 1-based, inclusive line range.
 
 The defaults below are part of scoring: changing one means bumping the family's scoring version.
@@ -39,7 +39,6 @@ from ragmatrix.families.code_retrieval.chunking.languages import (
     RULES,
     NoGrammarWarning,
     ParsedFile,
-    forget_reported,
     language_of,
     parse,
     report_no_grammar,
@@ -59,7 +58,6 @@ __all__ = [
     "chunk_corpus",
     "chunk_file",
     "context_header",
-    "forget_reported",
     "language_of",
     "line_chunks",
     "markdown_sections",

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from ragmatrix.context import RunContext, current
 from ragmatrix.families.code_retrieval.chunking.pieces import Sizes
 
 Node = Any  # a tree_sitter.Node
@@ -94,15 +95,20 @@ class NoGrammarWarning(UserWarning):
     """Files of a kind no grammar parses: they are cut by lines, not along their syntax."""
 
 
-_reported: set[str] = set()
+class Unparsed:
+    """The kinds of file a run has said no grammar parses."""
+
+    def __init__(self, run: RunContext) -> None:
+        self.kinds: set[str] = set()
 
 
 def report_no_grammar(path: str) -> None:
-    """Say once per session and extension that files of this kind are not parsed."""
+    """Say once per run and extension that files of this kind are not parsed."""
     kind = extension_of(path) or "(no extension)"
-    if kind in _reported:
+    reported = current().part(Unparsed).kinds
+    if kind in reported:
         return
-    _reported.add(kind)
+    reported.add(kind)
     warnings.warn(
         NoGrammarWarning(
             f"code retrieval: no grammar parses {kind} files ({path} is the first): they are cut by lines, "
@@ -110,11 +116,6 @@ def report_no_grammar(path: str) -> None:
         ),
         stacklevel=3,
     )
-
-
-def forget_reported() -> None:
-    """A new session reports again."""
-    _reported.clear()
 
 
 @dataclass(frozen=True)

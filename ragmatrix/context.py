@@ -1,0 +1,175 @@
+"""One run's context: everything a pytest session or a command holds from its start to its end.
+
+A run (`pytest benchmark`, `ragmatrix annotate`, ...) begins with `start_run(root)`, which reads
+`<root>/.env` (variables already set win), puts the caches under `<root>/.benchmark_cache`, and
+makes the new context the active one. What the run remembers lives in its context, never in a
+module:
+
+- the event loop every model call runs on, and the async HTTP clients made on it;
+- the variables whose values are secrets (those models.yaml refers to, see `ragmatrix.secrets`);
+- the way a progress bar reaches the terminal past pytest's capture;
+- the parts that the modules below keep per run (`part`): the model registry, the family and
+  provider scans, the corpora, datasets, chunks and indexes the retrieval families read, the
+  fingerprints of model folders.
+
+A second run in the same process (pytest run inside a test, a long-lived process) starts a new
+context and shares none of it, so a corpus file edited between two runs is read again. `end()`
+closes the run and makes the context before it active again.
+
+`close()` ends the run's work in an order that loses nothing: what is still running on the loop
+is cancelled and awaited, the async clients are closed on the loop, the loop is closed, and then
+the parts (models, caches) are closed. Code that runs outside any run (a script that imports a
+family) gets a context made on first use, rooted at the working directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import Callable, Coroutine
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+CACHE_FOLDER_NAME = ".benchmark_cache"
+Closer = Callable[[], Coroutine[Any, Any, Any]]
+
+log = logging.getLogger(__name__)
+
+
+class RunContext:
+    def __init__(self, root: Path, *, use_cache: bool = True) -> None:
+        self.root = Path(root)
+        self.cache_folder = self.root / CACHE_FOLDER_NAME  # RAGMATRIX_CACHE_DIR wins (ragmatrix.cache)
+        self.use_cache = use_cache  # read and write the response and embedding caches
+        self.secret_names: set[str] = set()  # variables models.yaml refers to
+        # Progress bars are drawn inside this (pytest's capture suspended); None: on stderr as it is.
+        self.suspend_capture: Callable[[], AbstractContextManager[None]] | None = None
+        self._parts: dict[Callable[[RunContext], Any], Any] = {}
+        self._runner: asyncio.Runner | None = None
+        self._closers: list[Closer] = []
+
+    def describe(self) -> str:
+        """The settings a run starts with, in one line (logged when it starts)."""
+        caches = "on" if self.use_cache else "off"
+        return f"root {self.root}, caches {self.cache_folder} (response and embedding caches {caches})"
+
+    # -- what modules keep per run -----------------------------------------------------------
+
+    def part(self, make: Callable[[RunContext], T]) -> T:
+        """The run's `make(run)`, made on first use: a module's state for this run alone."""
+        try:
+            return self._parts[make]  # type: ignore[no-any-return]
+        except KeyError:
+            made = self._parts[make] = make(self)
+            return made
+
+    # -- the event loop ----------------------------------------------------------------------
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop_runner().get_loop()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """`coroutine`'s result on the run's loop, in a copy of the caller's context: the
+        runner's own context is the one it was made in, which would hide the item's sample and
+        usage."""
+        return self._loop_runner().run(coroutine, context=contextvars.copy_context())
+
+    def at_close(self, closer: Closer) -> None:
+        """Have the loop's closing await `closer()` before the loop closes: an HTTP session made
+        on the loop is closed where it lives. A closer given twice is awaited once."""
+        if closer not in self._closers:
+            self._closers.append(closer)
+
+    def close_loop(self) -> None:
+        """Cancel what still runs on the loop and wait for it, close the async clients made on
+        it, and close it; the next `run` makes a new loop."""
+        runner, self._runner = self._runner, None
+        closers, self._closers = self._closers, []
+        if runner is None:
+            return
+        try:
+            runner.run(_cancel_pending())
+        except Exception:  # cleanup is best effort: the run's results are already stored
+            log.debug("cancelling the loop's tasks failed", exc_info=True)
+        for closer in closers:
+            try:
+                runner.run(closer())
+            except Exception:  # cleanup is best effort: the run's results are already stored
+                log.debug("closing a client failed", exc_info=True)
+        runner.close()
+
+    def _loop_runner(self) -> asyncio.Runner:
+        if self._runner is None:
+            self._runner = asyncio.Runner()
+        return self._runner
+
+    # -- the end -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """End the run's work: the loop first (nothing runs on it afterwards), then each part
+        that holds something (`close()`), the newest first. Closing twice is harmless, and the
+        parts can still be read (what a run did, for its summary and its tests)."""
+        self.close_loop()
+        for part in reversed(list(self._parts.values())):
+            close = getattr(part, "close", None)
+            if close is not None:
+                close()
+
+    def end(self) -> None:
+        """Close the run and make the context before it the active one again."""
+        try:
+            self.close()
+        finally:
+            if self in _active:
+                _active.remove(self)
+
+    def __enter__(self) -> RunContext:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.end()
+
+
+async def _cancel_pending() -> None:
+    current_task = asyncio.current_task()
+    pending = [task for task in asyncio.all_tasks() if task is not current_task]
+    for task in pending:
+        task.cancel()
+    # Gathered with their exceptions, so that none is reported as never retrieved.
+    await asyncio.gather(*pending, return_exceptions=True)
+
+
+# The runs under way in this process, the active one last. A run inside another (pytest run
+# from a test) is pushed above it and removed at its end.
+_active: list[RunContext] = []
+
+
+def start_run(root: Path, *, use_cache: bool = True) -> RunContext:
+    """Start a run rooted at `root` (the folder holding `benchmark/`): `.env` read, the caches
+    under `<root>/.benchmark_cache`, and the new context active until `end()`. The pytest plugin
+    and every command that builds models start their runs here."""
+    root = Path(root)
+    load_dotenv(root)
+    run = RunContext(root, use_cache=use_cache)
+    _active.append(run)
+    log.debug("run started: %s", run.describe())
+    return run
+
+
+def current() -> RunContext:
+    """The active run's context; outside any run, one made for the process on first use."""
+    if not _active:
+        _active.append(RunContext(Path.cwd()))
+    return _active[-1]
+
+
+def load_dotenv(directory: Path) -> None:
+    """API keys from `.env` in the folder; variables already set win."""
+    path = directory / ".env"
+    if path.is_file():
+        from dotenv import load_dotenv as load
+
+        load(path, override=False)

@@ -1,0 +1,161 @@
+"""Every use of pytest's and pytest-xdist's private API, in one place.
+
+The plugin reaches past their public API where it has no public way to do something:
+
+- `cached` as a status that counts as a success in the summary's colours (pytest colours a
+  status it does not know yellow): `_pytest.terminal.KNOWN_TYPES`, `_pytest.terminal._color_for_type`
+  and the terminal reporter's `_determine_main_color`;
+- reporting a cached item without pytest's per-item set-up and tear-down, when nothing would be
+  torn down after it: the session's `_setupstate.stack`;
+- the fixtures a test function takes, to call it once per iteration: `Function._fixtureinfo`;
+- drawing a progress bar past pytest's capture: the `capturemanager` plugin's
+  `global_and_fixture_disabled`;
+- on an xdist worker, the items it has been handed and not run yet, so that their requests are
+  sent ahead: the worker's `torun` queue and `nextitem_index`;
+- xdist's scope scheduling with the model as the scope: `LoadScopeScheduling._split_scope`.
+
+Each use falls back to a slower or plainer path where the name is gone, so a new release never
+breaks a run; `missing()` and `missing_in_run()` name what a release has changed, and
+`tests/test_pytest_internals.py` fails with those names.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+import pytest
+
+# -- the summary's colours --------------------------------------------------------------------
+
+
+def count_as_success(status: str, config: pytest.Config) -> None:
+    """Colour `status` green in pytest's summary, and a run of only that status (and passes,
+    skips) green too. Without the private names, the run still works, only in yellow."""
+    from _pytest import terminal
+
+    known = getattr(terminal, "KNOWN_TYPES", None)
+    if isinstance(known, tuple) and status not in known:
+        terminal.KNOWN_TYPES = (*known, status)  # type: ignore[assignment]
+    colours = getattr(terminal, "_color_for_type", None)
+    if isinstance(colours, dict):
+        colours.setdefault(status, "green")
+    reporter: Any = config.pluginmanager.get_plugin("terminalreporter")
+    decide = getattr(reporter, "_determine_main_color", None)
+    if reporter is None or decide is None or getattr(decide, "ragmatrix", False):
+        return
+
+    def determine_main_color(unknown_type_seen: bool) -> str:
+        colour = decide(unknown_type_seen)
+        bad = {"failed", "error", "warnings", "xpassed"} & set(reporter.stats)
+        return "green" if colour == "yellow" and status in reporter.stats and not bad else colour
+
+    determine_main_color.ragmatrix = True  # type: ignore[attr-defined]
+    reporter._determine_main_color = determine_main_color
+
+
+# -- running items ----------------------------------------------------------------------------
+
+
+def setup_stack(session: pytest.Session) -> list[pytest.Item | pytest.Collector] | None:
+    """The nodes pytest has set up and not torn down yet, outermost first; None where pytest
+    does not say."""
+    stack = getattr(getattr(session, "_setupstate", None), "stack", None)
+    return list(stack) if stack is not None else None
+
+
+def fixture_names(item: pytest.Function) -> tuple[str, ...]:
+    """The arguments a test function takes, each a fixture (or a parameter)."""
+    info = getattr(item, "_fixtureinfo", None)
+    names = getattr(info, "argnames", None)
+    if names is None:  # another pytest: the signature says the same
+        names = tuple(inspect.signature(item.obj).parameters)
+    return tuple(names)
+
+
+def capture_suspender(config: pytest.Config) -> Callable[[], AbstractContextManager[None]] | None:
+    """A way to write to the terminal while pytest captures output (its capture manager's), or
+    None (capture off, or another pytest)."""
+    capture = config.pluginmanager.getplugin("capturemanager")
+    suspend = getattr(capture, "global_and_fixture_disabled", None)
+    return suspend if callable(suspend) else None
+
+
+# -- pytest-xdist -----------------------------------------------------------------------------
+
+
+def worker_queue(config: pytest.Config, session: pytest.Session) -> list[pytest.Item] | None:
+    """On an xdist worker, the items it has been handed and not run yet (the next one first), or
+    None when xdist does not say."""
+    for plugin in config.pluginmanager.get_plugins():
+        queue = getattr(plugin, "torun", None)
+        if queue is None or not hasattr(queue, "lock"):
+            continue
+        with queue.lock() as queued:
+            indices = [i for i in queued if isinstance(i, int)]
+        following = getattr(plugin, "nextitem_index", None)
+        if isinstance(following, int):
+            indices.insert(0, following)
+        return [session.items[i] for i in indices if 0 <= i < len(session.items)]
+    return None
+
+
+def scope_scheduler(config: pytest.Config, log: Any, scope_of: Callable[[str], str], name: str) -> Any:
+    """xdist's scope scheduling (`--dist loadscope`: the items of a scope go to one worker),
+    with `scope_of(nodeid)` naming each item's scope; xdist's header names it `name`."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    def split_scope(self: Any, nodeid: str) -> str:
+        return scope_of(nodeid)
+
+    scheduling = type(name, (LoadScopeScheduling,), {"_split_scope": split_scope})
+    return scheduling(config, log)
+
+
+# -- what a release may change ----------------------------------------------------------------
+
+
+def missing() -> list[str]:
+    """The private names above that the installed pytest and xdist lack, or whose shape changed;
+    what only a running session has is `missing_in_run`'s."""
+    from _pytest import terminal
+
+    gone: list[str] = []
+    if not isinstance(getattr(terminal, "KNOWN_TYPES", None), tuple):
+        gone.append("_pytest.terminal.KNOWN_TYPES (a tuple of status names)")
+    if not isinstance(getattr(terminal, "_color_for_type", None), dict):
+        gone.append("_pytest.terminal._color_for_type (a dict of status -> colour)")
+    decide = getattr(terminal.TerminalReporter, "_determine_main_color", None)
+    if decide is None or list(inspect.signature(decide).parameters) != ["self", "unknown_type_seen"]:
+        gone.append("_pytest.terminal.TerminalReporter._determine_main_color(self, unknown_type_seen)")
+    from _pytest.capture import CaptureManager
+
+    if not callable(getattr(CaptureManager, "global_and_fixture_disabled", None)):
+        gone.append("_pytest.capture.CaptureManager.global_and_fixture_disabled")
+    try:
+        from xdist.scheduler import LoadScopeScheduling
+    except ImportError:
+        return gone  # no xdist, nothing of it used
+    split = getattr(LoadScopeScheduling, "_split_scope", None)
+    if split is None or list(inspect.signature(split).parameters) != ["self", "nodeid"]:
+        gone.append("xdist.scheduler.LoadScopeScheduling._split_scope(self, nodeid)")
+    return gone
+
+
+def missing_in_run(item: pytest.Function) -> list[str]:
+    """What a running item shows: the session's set-up stack, the item's fixture names, and on
+    an xdist worker the queue of items it was handed."""
+    gone: list[str] = []
+    if not isinstance(getattr(getattr(item.session, "_setupstate", None), "stack", None), dict):
+        gone.append("pytest.Session._setupstate.stack (a dict of the nodes set up)")
+    if not isinstance(getattr(getattr(item, "_fixtureinfo", None), "argnames", None), tuple):
+        gone.append("pytest.Function._fixtureinfo.argnames (a tuple of names)")
+    if hasattr(item.config, "workerinput"):
+        worker = next((p for p in item.config.pluginmanager.get_plugins() if hasattr(p, "torun")), None)
+        if worker is None or not hasattr(worker.torun, "lock"):
+            gone.append("xdist's worker torun (a queue of item indices with lock())")
+        elif not hasattr(worker, "nextitem_index"):
+            gone.append("xdist's worker nextitem_index (the next item's index)")
+    return gone
