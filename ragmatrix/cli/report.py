@@ -52,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ragmatrix.cli import CommandError
     from ragmatrix.cli.locate import RESULTS_DIR, NotFound, results_folder
+    from ragmatrix.families import all_families
     from ragmatrix.report import load, write_report
 
     try:
@@ -79,7 +80,13 @@ def run(args: argparse.Namespace) -> int:
     if args.models_file is not None and not models_file.is_file():
         raise CommandError(f"{models_file}: no such models file")
     written = write_report(
-        results, out, shown_as=shown, compare_dir=args.compare, heatmaps=args.heatmap, models_file=models_file
+        results,
+        out,
+        all_families(),
+        shown_as=shown,
+        compare_dir=args.compare,
+        heatmaps=args.heatmap,
+        models_file=models_file,
     )
     for left in written.tables.left_out:
         print(f"note: {left.note()}")

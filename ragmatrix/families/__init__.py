@@ -17,7 +17,7 @@ import importlib
 import pkgutil
 from importlib.metadata import entry_points
 
-from ragmatrix.families.base import Family, Headline, Plot
+from ragmatrix.family import Family, Headline, Plot
 
 __all__ = ["Family", "Headline", "Plot", "all_families", "family_named", "register"]
 
@@ -32,8 +32,6 @@ def all_families() -> dict[str, Family]:
     if _families is None:
         found: dict[str, Family] = {}
         for module in pkgutil.iter_modules(__path__):
-            if module.name == "base":
-                continue
             family = getattr(importlib.import_module(f"{__name__}.{module.name}"), "FAMILY", None)
             if isinstance(family, Family):
                 found[family.name] = family

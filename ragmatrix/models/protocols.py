@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -29,13 +29,28 @@ class Model(Protocol):
 
 @runtime_checkable
 class ChatModel(Model, Protocol):
-    """An LLM (fixture `llm`): answer texts, cached, retried and accounted for per item."""
+    """An LLM (fixture `llm`): answer texts, cached, retried and accounted for per item.
+
+    The scheduler sends a family's first-round requests ahead of the items (`prefetch`); an
+    item's `achat` with the same messages and sample then takes that answer instead of asking
+    again. After the item, `left_unused` says which answers sent ahead it never took. A model
+    that cannot share an answer sent ahead sends nothing (`prefetch` does nothing, and nothing
+    is left unused)."""
 
     async def achat(self, messages: Messages, sample: int | None = None) -> str: ...
 
     def chat(self, messages: Messages) -> str: ...
 
     def chat_many(self, conversations: list[Messages]) -> list[str]: ...
+
+    def prefetch(self, messages: Messages, sample: int) -> Awaitable[object]:
+        """Ask now, on the running loop, for a later `achat(messages, sample)`."""
+        ...
+
+    def left_unused(self, messages: Messages, sample: int) -> bool:
+        """Whether the answer sent ahead for these messages and sample came back and was never
+        taken; said once per request (the next call for it says False)."""
+        ...
 
 
 class DocumentIndex(Protocol):
@@ -57,7 +72,12 @@ class Retriever(Model, Protocol):
 
 
 class Embedder(Retriever, Protocol):
-    """An embedding model (fixture `embedder`): unit-length float32 rows, through the cache."""
+    """An embedding model (fixture `embedder`): unit-length float32 rows, through the cache.
+
+    The scheduler embeds a window of items' texts ahead in one batch (`prefetch`); the items
+    then take their rows from there."""
+
+    def prefetch(self, queries: list[str], documents: list[str]) -> None: ...
 
     def embed_documents(self, texts: list[str]) -> np.ndarray: ...
 

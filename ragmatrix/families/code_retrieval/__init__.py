@@ -10,18 +10,19 @@
   shape with embeddings per second beside the cost figures.
 """
 
-from ragmatrix.families.base import Family, Headline
 from ragmatrix.families.code_retrieval import report
 from ragmatrix.families.code_retrieval.query_file import expand_query_file
 from ragmatrix.families.code_retrieval.retrieval import (
     SCORING_VERSION,
-    CodeRetrievalCase,
     check,
     corpus_fingerprint,
     new_session,
     score,
     search,
 )
+from ragmatrix.families.code_retrieval.schema import CodeRetrievalCase
+from ragmatrix.family import Family
+from ragmatrix.tables import Headline
 
 __all__ = ["FAMILY", "score", "search"]
 

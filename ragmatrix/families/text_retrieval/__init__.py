@@ -4,7 +4,6 @@
 - `retrieval`: one case per judged query, the index, the ranking and the graded scores.
 """
 
-from ragmatrix.families.base import Family, Headline
 from ragmatrix.families.text_retrieval.beir import forget
 from ragmatrix.families.text_retrieval.retrieval import (
     SCORING_VERSION,
@@ -14,6 +13,8 @@ from ragmatrix.families.text_retrieval.retrieval import (
     score,
     search,
 )
+from ragmatrix.family import Family
+from ragmatrix.tables import Headline
 
 __all__ = ["FAMILY", "score", "search"]
 
