@@ -208,7 +208,7 @@ def _measured(figures: DeviceFigures | None) -> str:
     return last if first == last else f"{first} to {last}"
 
 
-REPORT_COLUMNS: tuple[tuple[str, Callable[[ModelCost], str]], ...] = (
+REPORT_COLUMNS: tuple[tuple[str, Callable[[ModelCost, DeviceFigures | None], str]], ...] = (
     ("device", lambda c, f: f.device if f else "-"),
     ("texts/s", lambda c, f: _number(f.embeddings_per_s) if f else "-"),
     ("latency p50 / p95 ms", lambda c, f: _latency(f)),

@@ -16,6 +16,7 @@ from ragmatrix.families.code_retrieval.retrieval import (
     SCORING_VERSION,
     check,
     corpus_fingerprint,
+    first_texts,
     new_session,
     score,
     search,
@@ -39,7 +40,7 @@ FAMILY = Family(
     breakdowns=("query_type", "difficulty", "tags"),
     # An embedder's query, embedded with every other query of the run in batches; the corpus
     # is indexed once per model when the first item runs.
-    first_texts=lambda case, model: ([case.input.query], []),
+    first_texts=first_texts,
     case_source=expand_query_file,
     check=check,
     new_session=new_session,

@@ -10,6 +10,7 @@ from ragmatrix.families.text_retrieval.retrieval import (
     TextRetrievalCase,
     dataset_fingerprint,
     expand_dataset,
+    first_texts,
     score,
     search,
 )
@@ -29,7 +30,7 @@ FAMILY = Family(
     breakdowns=("dataset", "tags"),
     # An embedder's query, embedded with every other query of the run in batches; the corpus
     # is indexed once per model when the first item runs.
-    first_texts=lambda case, model: ([case.input.query], []),
+    first_texts=first_texts,
     case_source=expand_dataset,
     new_session=forget,
 )
