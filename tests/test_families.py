@@ -39,7 +39,7 @@ def score(case, vector):
 
 
 def section(table, images):
-    from ragmatrix.report.document import Paragraph
+    from ragmatrix.blocks import Paragraph
 
     return [Paragraph(f"echo: {len(table.rows)} echoes checked")]
 
