@@ -232,9 +232,9 @@ def _usage_line(totals: dict[str, float]) -> str:
     t = {k: int(v) for k, v in totals.items() if k != "cost_usd"}
     line = (
         f"this run: {t.get('calls', 0)} LLM calls ({t.get('cached_calls', 0)} from the response cache), "
-        f"{t.get('prompt_tokens', 0) + t.get('completion_tokens', 0)} tokens, "
-        f"{t.get('answers_unused', 0)} answers sent ahead and never used; "
-        f"{t.get('texts_embedded', 0)} texts embedded, {t.get('embedding_cache_hits', 0)} from the embedding cache "
+        f"{t.get('prompt_tokens', 0) + t.get('completion_tokens', 0)} tokens"
+        + (f", {t['answers_unused']} answers sent ahead were never used" if t.get("answers_unused") else "")
+        + f"; {t.get('texts_embedded', 0)} texts embedded, {t.get('embedding_cache_hits', 0)} from the embedding cache "
         f"of earlier runs, {t.get('embedding_shared', 0)} shared within this run"
     )
     if totals.get("cost_usd"):
@@ -249,8 +249,8 @@ def _unused_warning(totals: dict[str, float]) -> str | None:
     if not unused:
         return None
     return (
-        f"warning: {unused} answer(s) sent ahead were never used: a family's test asks other requests "
-        "than its first_requests declare, so each was asked twice (ask through the family's first round)"
+        f"warning: {unused} answer(s) sent ahead were never used: a family's test asks other requests than "
+        "its first_requests declare, so each was paid twice (ask through Family.ask or the same function)"
     )
 
 
