@@ -17,7 +17,15 @@ if TYPE_CHECKING:
     from ragmatrix.drawing import PlotContext
     from ragmatrix.family import Family, Plot
     from ragmatrix.models.client import ModelError
-    from ragmatrix.models.protocols import ChatModel, Embedder, Judge, Messages, Model, Retriever
+    from ragmatrix.models.protocols import (
+        ChatModel,
+        Embedder,
+        Judge,
+        Messages,
+        Model,
+        PrefetchingChatModel,
+        Retriever,
+    )
     from ragmatrix.models.providers import provider
     from ragmatrix.models.spec import ModelSpec
     from ragmatrix.outcome import Outcome
@@ -47,6 +55,7 @@ _HOMES = {
     "Outcome": "ragmatrix.outcome",
     "Paragraph": "ragmatrix.blocks",
     "Plot": "ragmatrix.family",
+    "PrefetchingChatModel": "ragmatrix.models.protocols",
     "PlotContext": "ragmatrix.drawing",
     "Retriever": "ragmatrix.models.protocols",
     "Table": "ragmatrix.blocks",
@@ -75,6 +84,7 @@ __all__ = [
     "Paragraph",
     "Plot",
     "PlotContext",
+    "PrefetchingChatModel",
     "Retriever",
     "Table",
     "provider",

@@ -41,7 +41,7 @@ from ragmatrix import cost
 from ragmatrix.case import CaseInputError
 from ragmatrix.models import aio
 from ragmatrix.models.client import ModelError
-from ragmatrix.models.protocols import ChatModel, Embedder, JudgeEnsemble, Messages, Model
+from ragmatrix.models.protocols import Embedder, JudgeEnsemble, Messages, Model, PrefetchingChatModel
 from ragmatrix.runner import plan_for
 from ragmatrix.session import BenchmarkState, ItemPlan
 
@@ -51,7 +51,7 @@ SCHEDULER_KEY = pytest.StashKey["Scheduler"]()
 EMBED_AHEAD = 1024
 
 # (model, messages, sample) and, when known, the family the request is for (its cost figures').
-Request = tuple[ChatModel, Messages, int] | tuple[ChatModel, Messages, int, str]
+Request = tuple[PrefetchingChatModel, Messages, int] | tuple[PrefetchingChatModel, Messages, int, str]
 
 
 @dataclass
@@ -176,10 +176,11 @@ class Scheduler:
         except ModelError:
             return None  # the item's setup records the error
 
-    def _chat_models(self, model: Model | None) -> list[ChatModel]:
-        """The chat models an item's requests go to: the LLM, or an ensemble's members."""
+    def _chat_models(self, model: Model | None) -> list[PrefetchingChatModel]:
+        """The chat models an item's requests go to: the LLM, or an ensemble's members (those
+        that can be asked ahead; any other is asked by the item alone)."""
         candidates = list(model.members) if isinstance(model, JudgeEnsemble) else [model]
-        return [m for m in candidates if isinstance(m, ChatModel)]
+        return [m for m in candidates if isinstance(m, PrefetchingChatModel)]
 
     def _send(self, requests: list[Request]) -> None:
         self.requests_sent += len(requests)

@@ -1,6 +1,6 @@
 """What a benchmark test gets from each model fixture, whatever the provider.
 
-`ChatModel`, `Retriever` and `JudgeEnsemble` are runtime-checkable: a family may ask
+`ChatModel`, `PrefetchingChatModel`, `Retriever` and `JudgeEnsemble` are runtime-checkable: a family may ask
 `isinstance(model, ChatModel)`. `Embedder` is not, because Python 3.11 evaluates properties
 (`context_limit`, `device_label`) to check them, and those may load a model; test embedders by
 `model.kind == "embedder"`.
@@ -29,19 +29,22 @@ class Model(Protocol):
 
 @runtime_checkable
 class ChatModel(Model, Protocol):
-    """An LLM (fixture `llm`): answer texts, cached, retried and accounted for per item.
-
-    The scheduler sends a family's first-round requests ahead of the items (`prefetch`); an
-    item's `achat` with the same messages and sample then takes that answer instead of asking
-    again. After the item, `left_unused` says which answers sent ahead it never took. A model
-    that cannot share an answer sent ahead sends nothing (`prefetch` does nothing, and nothing
-    is left unused)."""
+    """An LLM (fixture `llm`): answer texts, cached, retried and accounted for per item."""
 
     async def achat(self, messages: Messages, sample: int | None = None) -> str: ...
 
     def chat(self, messages: Messages) -> str: ...
 
     def chat_many(self, conversations: list[Messages]) -> list[str]: ...
+
+
+@runtime_checkable
+class PrefetchingChatModel(ChatModel, Protocol):
+    """An LLM whose answers the scheduler can ask ahead of the items (every LLM built on
+    `ragmatrix.models.chat.ChatModel`): it sends a family's first-round requests (`prefetch`),
+    and an item's `achat` with the same messages and sample then takes that answer instead of
+    asking again. After the item, `left_unused` says which answers sent ahead it never took. An
+    LLM without these is asked by its items alone, one request at a time."""
 
     def prefetch(self, messages: Messages, sample: int) -> Awaitable[object]:
         """Ask now, on the running loop, for a later `achat(messages, sample)`."""
