@@ -11,7 +11,7 @@ from ragmatrix.families import rag
 def test_rag_interpretation(llm, case, evaluator, record):
     """An LLM reads the fragments and judges them, or answers from them; an answer that no
     rule can check is judged by the evaluator LLM."""
-    answer = llm.chat(rag.messages(case))
+    answer = rag.ask(llm, case)
     instruction = rag.evaluator_instruction(case, evaluator.instruction)
     if instruction is None:
         record(rag.score(case, answer))
@@ -23,5 +23,4 @@ def test_rag_interpretation(llm, case, evaluator, record):
 @pytest.mark.cases(where=rag.judges_relevance)
 def test_rag_interpretation_by_similarity(embedder, case, record):
     """An embedder calls a fragment relevant when it is close enough to the question."""
-    similarities = embedder.similarities(case.input.prompt, case.input.fragment_texts)
-    record(rag.judge_by_similarity(case, similarities))
+    record(rag.judge_by_similarity(case, rag.similarities(embedder, case)))

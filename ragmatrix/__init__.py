@@ -11,46 +11,82 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ragmatrix.blocks import Block, Bullets, Heading, Image, Paragraph, Table
     from ragmatrix.case import Case, CaseInputError
-    from ragmatrix.families.base import Family, Headline, Plot
+    from ragmatrix.cost.figures import FamilyCosts
+    from ragmatrix.drawing import PlotContext
+    from ragmatrix.family import Family, Plot
     from ragmatrix.models.client import ModelError
-    from ragmatrix.models.protocols import ChatModel, Embedder, Judge, Model, Retriever
+    from ragmatrix.models.protocols import (
+        ChatModel,
+        Embedder,
+        Judge,
+        Messages,
+        Model,
+        PrefetchingChatModel,
+        Retriever,
+    )
     from ragmatrix.models.providers import provider
     from ragmatrix.models.spec import ModelSpec
     from ragmatrix.outcome import Outcome
+    from ragmatrix.tables import FamilyTable, Headline
 
-# Each public name and the module that defines it.
+# Each public name and the module that defines it. A family's descriptor and its callbacks are
+# typed with these: the case, the models, the family's table, the report blocks, the plot
+# context and the cost figures.
 _HOMES = {
+    "Block": "ragmatrix.blocks",
+    "Bullets": "ragmatrix.blocks",
     "Case": "ragmatrix.case",
     "CaseInputError": "ragmatrix.case",
     "ChatModel": "ragmatrix.models.protocols",
     "Embedder": "ragmatrix.models.protocols",
-    "Family": "ragmatrix.families.base",
-    "Headline": "ragmatrix.families.base",
+    "Family": "ragmatrix.family",
+    "FamilyCosts": "ragmatrix.cost.figures",
+    "FamilyTable": "ragmatrix.tables",
+    "Heading": "ragmatrix.blocks",
+    "Headline": "ragmatrix.tables",
+    "Image": "ragmatrix.blocks",
     "Judge": "ragmatrix.models.protocols",
+    "Messages": "ragmatrix.models.protocols",
     "Model": "ragmatrix.models.protocols",
     "ModelError": "ragmatrix.models.client",
     "ModelSpec": "ragmatrix.models.spec",
     "Outcome": "ragmatrix.outcome",
-    "Plot": "ragmatrix.families.base",
+    "Paragraph": "ragmatrix.blocks",
+    "Plot": "ragmatrix.family",
+    "PrefetchingChatModel": "ragmatrix.models.protocols",
+    "PlotContext": "ragmatrix.drawing",
     "Retriever": "ragmatrix.models.protocols",
+    "Table": "ragmatrix.blocks",
     "provider": "ragmatrix.models.providers",
 }
 
 __all__ = [
+    "Block",
+    "Bullets",
     "Case",
     "CaseInputError",
     "ChatModel",
     "Embedder",
     "Family",
+    "FamilyCosts",
+    "FamilyTable",
+    "Heading",
     "Headline",
+    "Image",
     "Judge",
+    "Messages",
     "Model",
     "ModelError",
     "ModelSpec",
     "Outcome",
+    "Paragraph",
     "Plot",
+    "PlotContext",
+    "PrefetchingChatModel",
     "Retriever",
+    "Table",
     "provider",
 ]
 

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
+
+# What a family's case schema validates `input` and `expected` to (`RagInput`, `RagExpected`).
+InputT = TypeVar("InputT")
+ExpectedT = TypeVar("ExpectedT")
 
 
 class CaseInputError(Exception):
@@ -43,14 +47,17 @@ class Skipped(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Case:
-    """One expanded case: the unit a test function receives as `case`."""
+class Case(Generic[InputT, ExpectedT]):
+    """One expanded case: the unit a test function receives as `case`.
+
+    Generic in what its family's schema validates: a RAG case is a
+    `Case[RagInput, RagExpected]`, so that a family's functions are checked against its fields."""
 
     family: str
     name: str
     choices: tuple[tuple[str, str], ...]  # (input field, variant name), in YAML order
-    input: Any  # the family schema's validated input (attribute access)
-    expected: Any
+    input: InputT  # the family schema's validated input
+    expected: ExpectedT
     raw: dict[str, Any] = field(repr=False)  # input and expected as written, variants resolved
     file: str = ""
     metadata: dict[str, Any] = field(default_factory=dict, repr=False)

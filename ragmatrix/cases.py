@@ -235,7 +235,7 @@ def expand_case(
         return [], Problem(file, name, _listed(errors), family)
 
     descriptor = family_named(family)
-    schema = descriptor.case_schema if descriptor else GenericCase
+    schema = descriptor.schema if descriptor else GenericCase
     # A family whose schema gives `expected` a default (a probe with no answer key) may omit it.
     expected_field = schema.model_fields.get("expected")
     required_fields = ["input"] + (["expected"] if expected_field is None or expected_field.is_required() else [])

@@ -27,7 +27,7 @@ from ragmatrix.cache import CACHE_FOLDER
 from ragmatrix.case import Case, CaseInputError
 from ragmatrix.cases import DEFAULT_MAX_VARIANTS
 from ragmatrix.context import RunContext, start_run
-from ragmatrix.families import family_named, register
+from ragmatrix.families import all_families, family_named, register
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.models_file import ModelsFileError
 from ragmatrix.models.registry import run_registry
@@ -235,13 +235,26 @@ def _usage_line(totals: dict[str, float]) -> str:
     t = {k: int(v) for k, v in totals.items() if k != "cost_usd"}
     line = (
         f"this run: {t.get('calls', 0)} LLM calls ({t.get('cached_calls', 0)} from the response cache), "
-        f"{t.get('prompt_tokens', 0) + t.get('completion_tokens', 0)} tokens; "
-        f"{t.get('texts_embedded', 0)} texts embedded, {t.get('embedding_cache_hits', 0)} from the embedding cache "
+        f"{t.get('prompt_tokens', 0) + t.get('completion_tokens', 0)} tokens"
+        + (f", {t['answers_unused']} answers sent ahead were never used" if t.get("answers_unused") else "")
+        + f"; {t.get('texts_embedded', 0)} texts embedded, {t.get('embedding_cache_hits', 0)} from the embedding cache "
         f"of earlier runs, {t.get('embedding_shared', 0)} shared within this run"
     )
     if totals.get("cost_usd"):
         line += f"; cost ${totals['cost_usd']:.4f}"
     return line
+
+
+def _unused_warning(totals: dict[str, float]) -> str | None:
+    """Answers sent ahead that no item took: their family's test asks other requests than its
+    first round (`Family.first_requests`) declares, so each of them was asked twice."""
+    unused = int(totals.get("answers_unused", 0))
+    if not unused:
+        return None
+    return (
+        f"warning: {unused} answer(s) sent ahead were never used: a family's test asks other requests than "
+        "its first_requests declare, so each was paid twice (ask through Family.ask or the same function)"
+    )
 
 
 def _shown(path: Path, root: Path) -> str:
@@ -503,8 +516,12 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     plan = runner.plan_for(pyfuncitem, state) if state is not None else None
     if plan is None or state is None:
         return None
-    scheduling.scheduler(pyfuncitem.config, state).before(pyfuncitem, plan)
-    runner.run_item(pyfuncitem, plan, state)
+    ahead = scheduling.scheduler(pyfuncitem.config, state)
+    ahead.before(pyfuncitem, plan)
+    try:
+        runner.run_item(pyfuncitem, plan, state)
+    finally:
+        ahead.after(pyfuncitem)
     return True
 
 
@@ -619,8 +636,10 @@ class SessionEnd:
 
         loaded = state.store.load_all()
         remembered = remembered_stats()
+        families = all_families()
         tables = aggregate(
             {family: data.rows for family, data in loaded.items() if data.rows},
+            families,
             memo=remembered,
             variants=state.compare_variants,
         )
@@ -630,12 +649,19 @@ class SessionEnd:
         costs, cost_problems = load_costs(tables, state.results_dir, state.benchmark_dir / "models.yaml")
         for text in cost_problems:
             write(f"store: {text}", yellow=True)
-        lines = render(tables, variants=state.compare_variants, costs=costs) if tables.families else ["no results yet"]
+        lines = (
+            render(tables, families, variants=state.compare_variants, costs=costs)
+            if tables.families
+            else ["no results yet"]
+        )
         for text in lines:
             write(text)
         shown = _shown(state.results_dir, state.root)
         option = "" if state.results_dir == state.benchmark_dir / "results" else f" --results-dir {shown}"
         write(f"results: {shown} (significance tests, plots and HTML: ragmatrix report{option})")
         write(_usage_line(self.totals))
+        unused = _unused_warning(self.totals)
+        if unused is not None:
+            write(unused, yellow=True)
         for model, (why, items) in sorted(self.down.items()):
             write(f"{model}: {why}; {items} item(s) recorded as errors, retried on the next run", red=True)

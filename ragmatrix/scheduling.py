@@ -4,12 +4,15 @@ Each test function asks its model one question at a time, and pytest runs one it
 another, so left alone a model would see one request in flight. Instead, when the first
 benchmark item of this process is about to run, the scheduler collects the first-round
 requests of every item this process will run (a family states them with
-`Family.first_requests`, a pure function of the case and the model), for every iteration,
-and sends them all, each model up to its own concurrency. An embedder's texts
-(`Family.first_texts`) are embedded the same way, in one batch across a window's items (at
-most `EMBED_AHEAD` texts, so that the rows held ahead stay bounded). The items then find their
-answers waiting (`ChatModel.achat` takes a request sent ahead instead of asking again);
-follow-up rounds, such as zELO's re-ask of a malformed answer, are asked inside the item.
+`Family.first_requests`, a pure function of the case and the model, which its test asks
+through the same function), for every iteration, and sends them all, each model up to its own
+concurrency. An embedder's texts (`Family.first_texts`) are embedded the same way, in one
+batch across a window's items (at most `EMBED_AHEAD` texts, so that the rows held ahead stay
+bounded). The items then find their answers waiting (`ChatModel.achat` takes a request sent
+ahead instead of asking again); follow-up rounds, such as zELO's re-ask of a malformed answer,
+are asked inside the item. After each item, the answers sent ahead for it that it never took
+are counted (`after`): a family whose test asks other requests than it declares pays for each
+twice, and the terminal's usage line says so.
 
 Which items are this process's:
 - without xdist: the items selected (after `-k`, `--models`, cached skips), in windows of
@@ -30,7 +33,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -38,6 +41,7 @@ from ragmatrix import cost
 from ragmatrix.case import CaseInputError
 from ragmatrix.models import aio
 from ragmatrix.models.client import ModelError
+from ragmatrix.models.protocols import Embedder, JudgeEnsemble, Messages, Model, PrefetchingChatModel
 from ragmatrix.pytest_internals import capture_suspender, worker_queue
 from ragmatrix.runner import plan_for
 from ragmatrix.session import BenchmarkState, ItemPlan
@@ -47,9 +51,8 @@ SCHEDULER_KEY = pytest.StashKey["Scheduler"]()
 # and a bag-of-words row is 16 KB, so the rows of a 50,000-item run must not be held at once.
 EMBED_AHEAD = 1024
 
-Messages = list[dict[str, str]]
 # (model, messages, sample) and, when known, the family the request is for (its cost figures').
-Request = tuple[Any, Messages, int] | tuple[Any, Messages, int, str]
+Request = tuple[PrefetchingChatModel, Messages, int] | tuple[PrefetchingChatModel, Messages, int, str]
 
 
 @dataclass
@@ -58,6 +61,8 @@ class Scheduler:
     config: pytest.Config
     scheduled_items: set[str] = field(default_factory=set)
     requests_sent: int = 0
+    # Each scheduled item's requests sent ahead, until the item has run (see `after`).
+    ahead: dict[str, list[Request]] = field(default_factory=dict)
 
     @property
     def on_worker(self) -> bool:
@@ -84,7 +89,10 @@ class Scheduler:
                 continue
             self.scheduled_items.add(candidate.nodeid)
             for _, plan in self._plans([candidate]):
-                requests += self._requests([plan])
+                mine = list(self._requests([plan]))
+                if mine:
+                    self.ahead[candidate.nodeid] = mine
+                requests += mine
                 declared = self._texts(plan)
                 if declared is not None:
                     texts.append((plan, *declared))
@@ -94,6 +102,14 @@ class Scheduler:
         if requests:
             self._send(requests)
         self._embed_ahead(texts)
+
+    def after(self, item: pytest.Item) -> None:
+        """Called once an item has run: counts the answers sent ahead for it that it never took
+        (in its usage, as `answers_unused`)."""
+        sent = self.ahead.pop(item.nodeid, [])
+        unused = sum(model.left_unused(messages, sample) for model, messages, sample, *_ in sent)
+        if unused:  # summed into the session's usage like the runner's, from any xdist worker
+            item.user_properties.append(("ragmatrix_usage", {"answers_unused": unused}))
 
     def _plans(self, items: list[pytest.Item]) -> Iterator[tuple[pytest.Item, ItemPlan]]:
         for item in items:
@@ -108,11 +124,12 @@ class Scheduler:
             first = plan.family.first_requests
             if first is None or plan.model.kind not in ("llm", "ensemble"):
                 continue
-            models = self._chat_models(plan)
-            if not models:
+            model = self._model(plan)
+            models = self._chat_models(model)
+            if model is None or not models:
                 continue
             try:
-                conversations = first(plan.case, plan.model)
+                conversations = first(plan.case, model)
             except (CaseInputError, ValueError, KeyError, TypeError):
                 continue  # the item itself records what is wrong with the case
             for sample in range(self.state.iterations):
@@ -125,22 +142,23 @@ class Scheduler:
         first = plan.family.first_texts
         if first is None or plan.model.kind != "embedder":
             return None
+        model = self._model(plan)
+        if model is None:
+            return None
         try:
-            return first(plan.case, plan.model)
+            return first(plan.case, model)
         except (CaseInputError, ValueError, KeyError, TypeError):
             return None  # the item itself records what is wrong with the case
 
     def _embed_ahead(self, declared: list[tuple[ItemPlan, list[str], list[str]]]) -> None:
         """Each embedder's texts of all these items, embedded in one batch per model, family and
         variant (so that the model's time is the family's, and a chunking's)."""
-        texts: dict[tuple[str, str, str], tuple[Any, list[str], list[str]]] = {}
+        texts: dict[tuple[str, str, str], tuple[Embedder, list[str], list[str]]] = {}
         for plan, queries, documents in declared:
-            try:
-                model = self.state.registry.build(plan.model)
-            except ModelError:
+            built = self._model(plan)
+            if built is None:
                 continue  # the item itself records the error
-            if not hasattr(model, "prefetch"):
-                continue
+            model = cast(Embedder, built)  # the kind `_texts` declares texts for
             group = (plan.model.id, plan.family.name, plan.case.variant)
             _, all_queries, all_documents = texts.setdefault(group, (model, [], []))
             all_queries += queries
@@ -152,25 +170,28 @@ class Scheduler:
             except Exception:  # each item then embeds its own texts and records what fails
                 continue
 
-    def _chat_models(self, plan: ItemPlan) -> list[Any]:
-        """The chat models an item's requests go to: the LLM, or an ensemble's members."""
+    def _model(self, plan: ItemPlan) -> Model | None:
+        """The item's model, built once per process; None when it cannot be built."""
         try:
-            model = self.state.registry.build(plan.model)
+            return self.state.registry.build(plan.model)
         except ModelError:
-            return []  # the item's setup records the error
-        members = getattr(model, "members", None)
-        candidates = members if members is not None else [model]
-        return [m for m in candidates if hasattr(m, "prefetch")]
+            return None  # the item's setup records the error
+
+    def _chat_models(self, model: Model | None) -> list[PrefetchingChatModel]:
+        """The chat models an item's requests go to: the LLM, or an ensemble's members (those
+        that can be asked ahead; any other is asked by the item alone)."""
+        candidates = list(model.members) if isinstance(model, JudgeEnsemble) else [model]
+        return [m for m in candidates if isinstance(m, PrefetchingChatModel)]
 
     def _send(self, requests: list[Request]) -> None:
         self.requests_sent += len(requests)
         with _progress(self.config, len(requests)) as bar:
 
             async def send_all() -> None:
-                tasks = set()
+                tasks: set[asyncio.Future[object]] = set()
                 for model, messages, sample, *family in requests:
                     with cost.working_on(*family) if family else nullcontext():  # each task keeps its family
-                        tasks.add(model.prefetch(messages, sample))
+                        tasks.add(asyncio.ensure_future(model.prefetch(messages, sample)))
                 bar.total = len(tasks)
                 bar.refresh()
                 for task in tasks:

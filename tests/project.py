@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -72,3 +73,12 @@ def assert_outcomes(result: Any, **expected: int) -> None:
     found = {("errors" if name == "error" else name): count for name, count in result.parseoutcomes().items()}
     names = {"passed", "failed", "skipped", "cached", "errors", *expected}
     assert {name: found.get(name, 0) for name in names} == {name: expected.get(name, 0) for name in names}
+
+
+# A fenced block of a docs page whose first line names the file it is: `# benchmark/test_echo.py`.
+_SHOWN_FILE = re.compile(r"^```\w*\n# ([\w./-]+)\n(.*?)^```", re.M | re.S)
+
+
+def files_shown(page: Path) -> dict[str, str]:
+    """The files a docs page shows, by the path each block names in its first line, as written."""
+    return {path: f"# {path}\n{body}" for path, body in _SHOWN_FILE.findall(page.read_text(encoding="utf-8"))}

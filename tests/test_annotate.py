@@ -409,7 +409,7 @@ def test_heatmaps_from_an_annotated_file_and_from_benchmark_rows(project, server
 
 
 def test_the_preference_matrix():
-    from ragmatrix.report.heatmap import preference_matrix
+    from ragmatrix.zelo.heatmap import preference_matrix
 
     matrix = preference_matrix(["a", "b", "c"], [("a", "b", -1.0), ("b", "a", 0.5), ("c", "a", None)])
     # (a, b, -1): A = a is preferred, a over b +1; (b, a, 0.5): B = a is preferred, +0.5; mean 0.75

@@ -17,6 +17,7 @@ from project import REPO, assert_outcomes, write
 from ragmatrix.case import CaseInputError
 from ragmatrix.cases import expand_case
 from ragmatrix.context import start_run
+from ragmatrix.families import all_families
 from ragmatrix.families.code_retrieval import retrieval as code_retrieval
 from ragmatrix.families.code_retrieval.chunking import Chunk
 from ragmatrix.families.code_retrieval.corpus import CorpusSpec, corpora, list_files, load_corpus, locate, stdlib_root
@@ -415,7 +416,7 @@ def test_every_metric_is_summarised_per_model_and_variant_with_an_interval(tmp_p
             }
         ),
     ]
-    (table,) = aggregate({"code_retrieval": rows}).families
+    (table,) = aggregate({"code_retrieval": rows}, all_families()).families
     lines = table.metrics_by_variant
     assert [(line.model, line.variant, line.n) for line in lines] == [("m", "line", 3), ("m", "semantic", 1)]
     ndcg = lines[0].values["ndcg_at_10"]

@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
+from ragmatrix.families import all_families
 from ragmatrix.families.code_retrieval import report, rust_tool
 from ragmatrix.families.code_retrieval.chunking import Chunk
-from ragmatrix.families.code_retrieval.retrieval import AnswerRegion, CodeExpected, token_stats
+from ragmatrix.families.code_retrieval.retrieval import token_stats
+from ragmatrix.families.code_retrieval.schema import AnswerRegion, CodeExpected
 from ragmatrix.report.aggregate import aggregate
 from ragmatrix.report.content import Context, Plots, build
 from ragmatrix.report.document import markdown
@@ -141,7 +143,7 @@ def rows() -> list[Row]:
 
 
 def test_truncation_per_model_and_chunking_sums_the_distinct_corpora_and_warns():
-    table = aggregate({"code_retrieval": rows()}).families[0]
+    table = aggregate({"code_retrieval": rows()}, all_families()).families[0]
     lines = {(t.model, t.chunking): t for t in report.truncation(table)}
     assert set(lines) == {("minilm", "line"), ("minilm", "semantic")}
     line = lines[("minilm", "line")]
@@ -158,13 +160,13 @@ def test_truncation_per_model_and_chunking_sums_the_distinct_corpora_and_warns()
 def test_rows_recorded_before_tokens_were_counted_show_no_unread_share_and_no_warning():
     old = dict(LINE_INDEX)
     del old["chunk_tokens"], old["unread_tokens"]
-    table = aggregate({"code_retrieval": [row("minilm", "q1", "line", 1.0, old)]}).families[0]
+    table = aggregate({"code_retrieval": [row("minilm", "q1", "line", 1.0, old)]}, all_families()).families[0]
     (line,) = report.truncation(table)
     assert line.unread_share is None and not line.warned and line.cut == 180
 
 
 def test_the_rust_tools_table_averages_over_queries_and_over_those_with_an_answer():
-    table = aggregate({"code_retrieval": rows()}).families[0]
+    table = aggregate({"code_retrieval": rows()}, all_families()).families[0]
     lines = {(t.model, t.chunking): t for t in report.tool_lines(table)}
     line = lines[("minilm", "line")]
     assert (line.queries, line.answer_queries) == (3, 2)
@@ -176,14 +178,14 @@ def test_the_rust_tools_table_averages_over_queries_and_over_those_with_an_answe
 
 
 def test_the_terminal_and_the_report_show_both_tables_under_the_family():
-    tables = aggregate({"code_retrieval": rows()})
-    text = "\n".join(render(tables))
+    tables = aggregate({"code_retrieval": rows()}, all_families())
+    text = "\n".join(render(tables, all_families()))
     assert "code_retrieval: what each model read of its chunks (cut: longer than it reads)" in text
     assert "warning: minilm on line chunks: 200 of 300 chunks (67%)" in text
     assert "code_retrieval: the Rust tool's table, as the Rust tool computes them" in text
     tool_row = next(line for line in text.splitlines() if line.startswith("minilm") and "0.750" in line)
     assert tool_row.split()[:6] == ["minilm", "line", "3", "2", "0.500", "0.750"]
-    page = markdown(build(tables, Plots(), Context(results="results")))
+    page = markdown(build(tables, Plots(), Context(results="results", families=all_families())))
     assert "### code_retrieval: what each model read of its chunks" in page
     assert "**Warning**: minilm on line chunks" in page
     assert "### code_retrieval: the Rust tool's table" in page

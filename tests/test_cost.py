@@ -17,6 +17,7 @@ from ragmatrix.cost.meter import Meter, Work, current_meter, current_work, encod
 from ragmatrix.cost.price import Price, listed_price, price_of
 from ragmatrix.cost.record import CostRecord, combine
 from ragmatrix.cost.store import CostStore, merge_costs
+from ragmatrix.families import all_families
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.report.tradeoff import Point, pareto_front
 
@@ -329,13 +330,13 @@ def table_of(family: str, rows: list[dict]):
     from ragmatrix.report.aggregate import aggregate
     from ragmatrix.rows import Row
 
-    (table,) = aggregate({family: [Row.model_validate(r) for r in rows]}).families
+    (table,) = aggregate({family: [Row.model_validate(r) for r in rows]}, all_families()).families
     return table
 
 
 def test_the_rss_section_shows_finesses_latencies_under_finesses_names():
+    from ragmatrix.blocks import Table
     from ragmatrix.families.rss.report import section
-    from ragmatrix.report.document import Table
 
     details = {"mode": "native", "by_length": {"4": {"rss": 300.0}}, "device": "cpu: X"}
     details["latency_ms"] = {"total": 12.345, "synthesis": 4.5, "timed_samples_per_length": 2}
@@ -346,9 +347,9 @@ def test_the_rss_section_shows_finesses_latencies_under_finesses_names():
 
 
 def test_the_code_retrieval_section_is_the_rust_tools_table_with_embeddings_per_second():
+    from ragmatrix.blocks import Table
     from ragmatrix.families.code_retrieval.report import speed_table
     from ragmatrix.report.cost import family_costs
-    from ragmatrix.report.document import Table
 
     rows = []
     for chunking, score in (("line", 0.5), ("semantic", 1.0)):

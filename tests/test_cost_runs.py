@@ -18,6 +18,7 @@ import pytest
 from project import REPO, models_yaml, write
 
 from ragmatrix.cost.store import CostStore
+from ragmatrix.families import all_families
 from ragmatrix.report import write_report
 from ragmatrix.report.leaderboard_json import LeaderboardFile
 
@@ -43,7 +44,9 @@ def rows(pytester: pytest.Pytester, family: str = "rag_interpretation") -> list[
 
 def leaderboard(pytester: pytest.Pytester) -> LeaderboardFile:
     out = pytester.path / "report"
-    written = write_report(results(pytester), out, models_file=pytester.path / "benchmark" / "models.yaml")
+    written = write_report(
+        results(pytester), out, all_families(), models_file=pytester.path / "benchmark" / "models.yaml"
+    )
     assert written.json == out / "leaderboard.json"
     return LeaderboardFile.model_validate_json(written.json.read_text())  # the schema, extra fields refused
 

@@ -61,3 +61,14 @@ def test_a_broken_link_and_a_missing_heading_are_found(tmp_path):
         "```\n[in a code block](ignored.md)\n```\n"
     )
     assert broken_links(page) == ["missing.md: no such file", "there.md#nowhere: no heading #nowhere"]
+
+
+def test_the_architecture_module_map_names_every_module_of_the_package():
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    mapped = set(re.findall(r"^\| `([\w.]+/?)` \|", text.split("## Module map", 1)[1], re.M))
+    package = REPO / "ragmatrix"
+    modules = {p.name for p in package.glob("*.py")} | {
+        f"{p.name}/" for p in package.iterdir() if p.is_dir() and (p / "__init__.py").exists()
+    }
+    assert modules - mapped == set(), "modules missing from docs/architecture.md's module map"
+    assert mapped - modules == set(), "docs/architecture.md's module map names modules that are gone"

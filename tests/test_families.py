@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from project import write
+from project import REPO, files_shown, write
 
+import ragmatrix.families
 from ragmatrix.cli import main
 from ragmatrix.families import all_families, family_named
 
@@ -39,7 +40,7 @@ def score(case, vector):
 
 
 def section(table, images):
-    from ragmatrix.report.document import Paragraph
+    from ragmatrix.blocks import Paragraph
 
     return [Paragraph(f"echo: {len(table.rows)} echoes checked")]
 
@@ -112,6 +113,31 @@ def test_a_new_family_is_three_files_and_shows_in_the_leaderboard_and_the_report
     assert "## echo" in text and "the share of texts whose length was echoed (scale 0..1" in text
     assert "echo: 3 echoes checked" in text  # the family's own report section
     assert (results / "report" / "bars_echo.png").is_file()
+
+
+def test_the_family_guide_runs_as_written(bench, server, monkeypatch):
+    """docs/extending.md's three files, as the page shows them, run against the test server."""
+    shown = files_shown(REPO / "docs" / "extending.md")
+    # The guide's module belongs in the package's families folder: here it is written to a
+    # folder of this test's own, joined to that package's path for the test (the registry scans
+    # it, `from ragmatrix.families import echo` finds it), so the package itself is not written to.
+    folder = bench.path / "guide" / "ragmatrix" / "families"
+    write(folder / "echo.py", shown["ragmatrix/families/echo.py"])
+    monkeypatch.setattr(ragmatrix.families, "__path__", [*ragmatrix.families.__path__, str(folder)])
+    for path in ("benchmark/test_echo.py", "benchmark/data/echo_data.yaml"):
+        write(bench.path / path, shown[path])
+    server.answer = "Paris."
+    result = bench.runpytest("benchmark", "-p", "no:cacheprovider", "-k", "echo")
+    result.assert_outcomes(passed=2)  # the scripted LLM, on each of the two instructions
+    result.stdout.fnmatch_lines(
+        ["echo: accuracy, scale 0..1, higher is better (1 case, 2 items)", "*1*scripted*1.000*"]
+    )
+    assert server.count() == 2  # each item asked once: it took the answer sent ahead
+    assert "never used" not in result.stdout.str()
+    results = bench.path / "benchmark" / "results"
+    rows = [json.loads(line) for line in (results / "echo.jsonl").read_text().splitlines()]
+    assert sorted(r["item"] for r in rows) == ["capital_of_france:plain", "capital_of_france:strict"]
+    assert all(r["iterations"][0]["score"] == 1.0 for r in rows)
 
 
 def test_a_benchmark_module_without_a_family_is_one_line(bench):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ragmatrix.families import all_families
 from ragmatrix.report.aggregate import aggregate
 from ragmatrix.rows import Row
 from ragmatrix.stats.intervals import interval
@@ -50,7 +51,7 @@ def row(model: str, case: str, variant: str, score: float) -> Row:
 def test_the_leaderboard_resamples_cases_when_a_case_has_several_items(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGMATRIX_CACHE_DIR", str(tmp_path))
     rows = [row("m", f"case{i}", v, s) for i, s in enumerate(DATA) for v in ("a", "b", "c")]
-    (line,) = aggregate({"fam": rows}).families[0].lines
+    (line,) = aggregate({"fam": rows}, all_families()).families[0].lines
     assert (line.n, line.items) == (24, 24)
     assert (line.low, line.high) == pytest.approx(bootstrap_interval(DATA))
 

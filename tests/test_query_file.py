@@ -13,6 +13,7 @@ import pytest
 from project import REPO, write
 
 from ragmatrix.cases import expand_case, load_suite
+from ragmatrix.families import all_families
 from ragmatrix.families.code_retrieval import retrieval as code_retrieval
 from ragmatrix.families.code_retrieval.chunking import Chunk
 from ragmatrix.families.code_retrieval.query_file import expand_query_file, slug
@@ -416,6 +417,6 @@ def test_rows_of_queries_without_type_carry_none_and_the_breakdowns_leave_them_o
     assert all("query_type" not in r.iterations[0].details for r in untyped)
     from ragmatrix.report.aggregate import aggregate
 
-    table = aggregate({"code_retrieval": rows}).families[0]
+    table = aggregate({"code_retrieval": rows}, all_families()).families[0]
     by_type = {(b.value, b.items) for b in table.breakdowns if b.field == "query_type"}
     assert by_type == {("doc", 2)}  # the two typed queries; the untyped ones are in no group

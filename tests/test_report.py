@@ -21,8 +21,9 @@ from project import models_yaml, write
 import ragmatrix.stats
 from ragmatrix import checksum
 from ragmatrix.cli import main
+from ragmatrix.families import all_families
 from ragmatrix.report import write_report
-from ragmatrix.report.aggregate import Comparison, Line, aggregate, find, select
+from ragmatrix.report.aggregate import aggregate, select
 from ragmatrix.report.aggregate import rank as assign_ranks
 from ragmatrix.rows import Row
 from ragmatrix.stats import code_version
@@ -35,6 +36,7 @@ from ragmatrix.stats.significance import (
     paired_permutation,
     paired_test,
 )
+from ragmatrix.tables import Comparison, Line, find
 from ragmatrix.testing.openai_server import Reply
 
 
@@ -160,7 +162,7 @@ def test_older_scoring_versions_and_other_iteration_counts_are_left_out_and_said
         "fam: 1 row(s) of a left out: run with 3 iteration(s) per item, not 1 like the rest",
         "fam: 2 row(s) of b left out: scoring version 1 is older than 2 (rerun them)",
     ]
-    tables = aggregate({"fam": typed(rows)})
+    tables = aggregate({"fam": typed(rows)}, all_families())
     assert [left.note() for left in tables.left_out] == notes  # the terminal and the report say the same
     (line,) = tables.families[0].lines
     assert (line.model, line.mean, line.n, line.items, line.errors) == ("a", 1.0, 4, 5, 1)
@@ -177,7 +179,7 @@ def test_models_pair_on_shared_items_or_else_on_cases_and_errors_are_not_zeros()
         rows.append(row("rag", "emb", f"c{i}", [0.0], test="test_rag_by_similarity"))
         rows.append(row("rag", "emb2", f"c{i}", [1.0 if i < 9 else 0.0], test="test_rag_by_similarity"))
     rows.append(row("rag", "emb2", "c12", [None], test="test_rag_by_similarity"))
-    tables = aggregate({"rag": typed(rows)})
+    tables = aggregate({"rag": typed(rows)}, all_families())
     (table,) = tables.families
     assert [line.model for line in table.lines] == ["emb2", "llm", "emb"]
     emb2 = table.lines[0]
@@ -204,7 +206,7 @@ def test_ranks_never_separate_what_the_data_cannot_and_the_overview_sorts_by_mea
     rows += [row("two", m, f"i{i}", [s]) for m, s in (("a", 0.2), ("c", 0.8)) for i in range(12)]
     rows += [row("two", "d", "i0", [None])]
     rows += [row("three", m, f"i{i}", [s]) for m, s in (("a", 0.9), ("c", 0.1)) for i in range(3)]
-    tables = aggregate(rows_by_family(rows))
+    tables = aggregate(rows_by_family(rows), all_families())
     one, three, two = tables.families
     assert one.ranks == {"a": 1, "b": 1, "c": 3}  # a and b tie; both are significantly better than c
     assert [line.same_as_above for line in one.lines] == [False, True, False]
@@ -219,7 +221,7 @@ def test_a_model_with_partial_coverage_is_marked_and_never_ranked_above_full_cov
     rows = [row("fam", "full", f"c{i}", [0.5]) for i in range(10)]
     rows += [row("fam", "other", f"c{i}", [0.4 + 0.2 * (i % 2)]) for i in range(10)]
     rows += [row("fam", "part", "c0", [0.9])]  # n = 1, a better score
-    (table,) = aggregate({"fam": typed(rows)}).families
+    (table,) = aggregate({"fam": typed(rows)}, all_families()).families
     assert [line.model for line in table.lines] == ["full", "other", "part"]
     part = table.lines[2]
     assert part.partial and part.coverage == "partial (1 of 10 cases)" and part.rank == 3
@@ -244,7 +246,7 @@ def only_the_top_pair_differs() -> list[dict[str, Any]]:
 
 
 def test_ranks_never_go_back_down_the_list():
-    (table,) = aggregate(rows_by_family(only_the_top_pair_differs())).families
+    (table,) = aggregate(rows_by_family(only_the_top_pair_differs()), all_families()).families
     assert {(c.a, c.b) for c in table.comparisons if c.significant} == {("A", "B")}
     # C cannot be told from B, so it shares B's rank; it never outranks B, whose mean is higher
     assert [(line.model, line.rank, line.same_as_above) for line in table.lines] == [
@@ -296,7 +298,7 @@ def test_a_table_too_small_to_separate_any_pair_has_no_ranks_and_says_so():
         for wording in ("w1", "w2", "w3", "w4"):
             rows.append(row("fam", "good", f"{case}:{wording}", [1.0]))
             rows.append(row("fam", "bad", f"{case}:{wording}", [0.0], details={"valid": False}))
-    (table,) = aggregate(rows_by_family(rows)).families
+    (table,) = aggregate(rows_by_family(rows), all_families()).families
     assert [(line.model, line.rank, line.invalid) for line in table.lines] == [("good", None, 0), ("bad", None, 8)]
     assert table.unranked == (
         "not ranked: too few cases to tell any two models apart (two models share at most 2; "
@@ -306,21 +308,21 @@ def test_a_table_too_small_to_separate_any_pair_has_no_ranks_and_says_so():
     for cases, models, ranks in ((5, 2, [None] * 2), (6, 2, [1, 2]), (6, 3, [None] * 3), (7, 3, [1, 2, 2])):
         scores = {"good": 1.0, "bad": 0.0, "worse": 0.0}
         rows = [row("fam", m, f"c{i}", [scores[m]]) for m in list(scores)[:models] for i in range(cases)]
-        (table,) = aggregate(rows_by_family(rows)).families
+        (table,) = aggregate(rows_by_family(rows), all_families()).families
         assert [line.rank for line in table.lines] == ranks, (cases, models)
         assert bool(table.unranked) == (ranks[0] is None)
     # one model alone is ranked: there is nobody to tell it from
-    (table,) = aggregate(rows_by_family([row("fam", "alone", "c0", [0.5])])).families
+    (table,) = aggregate(rows_by_family([row("fam", "alone", "c0", [0.5])]), all_families()).families
     assert table.lines[0].rank == 1 and table.unranked == ""
 
 
 def test_overview_ties_are_broken_by_score_never_by_name():
     one_case = [row("fam", "ada", "c0", [0.6]), row("fam", "zed", "c0", [0.78])]
-    assert [o.model for o in aggregate(rows_by_family(one_case)).overview] == ["zed", "ada"]
+    assert [o.model for o in aggregate(rows_by_family(one_case), all_families()).overview] == ["zed", "ada"]
     # twelve cases, both rank 1: the tie in mean rank goes to the better mean
     rows = [row("fam", "ada", f"c{i}", [round(0.7 + 0.1 * (-1) ** i, 2)]) for i in range(12)]
     rows += [row("fam", "zed", f"c{i}", [round(0.72 + 0.1 * (-1) ** (i // 2), 2)]) for i in range(12)]
-    tables = aggregate(rows_by_family(rows))
+    tables = aggregate(rows_by_family(rows), all_families())
     assert tables.families[0].ranks == {"zed": 1, "ada": 1}
     assert [(o.model, o.mean_rank, o.mean_place) for o in tables.overview] == [("zed", 1.0, 1.0), ("ada", 1.0, 2.0)]
 
@@ -333,7 +335,7 @@ def test_a_model_that_ran_fewer_variants_is_marked_partial_and_listed_after():
         rows.append(row("code_retrieval", "line-only", f"q{i}:line", [0.95]))  # the easiest chunking, alone
         if i < 4:
             rows.append(row("code_retrieval", "half", f"q{i}:line", [0.9]))
-    (table,) = aggregate(rows_by_family(rows)).families
+    (table,) = aggregate(rows_by_family(rows), all_families()).families
     assert [(line.label, line.rank) for line in table.lines] == [
         ("every", 1),
         ("line-only partial (1 of 3 variants)", 2),
@@ -342,7 +344,7 @@ def test_a_model_that_ran_fewer_variants_is_marked_partial_and_listed_after():
     # an LLM's prompt wordings and an embedder's single item are different tests: nobody is short
     rows = [row("rag", "llm", f"c{i}:{w}", [1.0], test="test_rag") for i in range(8) for w in ("simple", "strict")]
     rows += [row("rag", "emb", f"c{i}", [0.0], test="test_rag_by_similarity") for i in range(8)]
-    (table,) = aggregate(rows_by_family(rows)).families
+    (table,) = aggregate(rows_by_family(rows), all_families()).families
     assert [(line.label, line.rank) for line in table.lines] == [("llm", 1), ("emb", 2)]
 
 
@@ -619,7 +621,7 @@ def test_a_hand_edited_score_is_caught_by_the_checksum(tmp_path, capsys):
 
 
 def _report_intro(results: Path, tmp_path: Path) -> str:
-    written = write_report(results, tmp_path / "report")
+    written = write_report(results, tmp_path / "report", all_families())
     return written.markdown.read_text().split("## How to read it")[0]
 
 
@@ -699,7 +701,7 @@ def test_the_report_renders_from_one_row_from_two_models_sharing_one_item_and_fr
     (empty / "rag_interpretation.jsonl").write_text("")
     assert main(["report", "--results-dir", str(empty)]) == 1
     assert "no result rows" in capsys.readouterr().err
-    tables = aggregate({})
+    tables = aggregate({}, all_families())
     assert tables.families == [] and tables.overview == []
 
 
@@ -711,7 +713,7 @@ def test_the_headline_and_the_metric_table_give_one_mean_one_interval():
             rows.append(
                 row("code_retrieval", "m", f"q{i}:{chunking}", [value], details={"metrics": {"ndcg_at_10": value}})
             )
-    (table,) = aggregate({"code_retrieval": typed(rows)}).families
+    (table,) = aggregate({"code_retrieval": typed(rows)}, all_families()).families
     (line,) = table.lines
     (pooled,) = table.metrics
     metric = pooled.values["ndcg_at_10"]
@@ -725,7 +727,7 @@ def test_paired_tests_pair_on_case_means_when_a_case_gives_several_items():
         for chunking in ("line", "semantic", "bounded"):
             rows.append(row("code_retrieval", "a", f"q{i}:{chunking}", [0.9 if i % 2 else 0.6]))
             rows.append(row("code_retrieval", "b", f"q{i}:{chunking}", [0.5]))
-    (table,) = aggregate({"code_retrieval": typed(rows)}).families
+    (table,) = aggregate({"code_retrieval": typed(rows)}, all_families()).families
     (comparison,) = table.comparisons
     # 6 cases, not 18 items: the three chunkings of a query are one observation
     assert (comparison.unit, comparison.pairs) == ("cases", 6)

@@ -12,6 +12,7 @@ import json
 import sqlite3
 import sys
 import time
+from collections import Counter
 
 import pytest
 from project import REPO, assert_outcomes, models_yaml, write
@@ -95,6 +96,108 @@ def test_usage_is_counted_once_per_item_as_before(bench, server):
     assert all(r["usage"]["calls"] == 1 and r["usage"]["cached_calls"] == 0 for r in rows(bench))
     result = run(bench, "-k", "scripted", "--run-all")
     result.stdout.fnmatch_lines(["this run: 5 LLM calls (5 from the response cache)*"])
+
+
+# A family whose test asks other messages than its first round declares: every answer sent
+# ahead is left unused, and each case is asked twice.
+DRIFT_FAMILY = """
+from pydantic import BaseModel
+
+from ragmatrix import Case, ChatModel, Family, Headline, Messages, Model, Outcome
+
+
+class DriftInput(BaseModel):
+    prompt: str
+
+
+class DriftExpected(BaseModel):
+    answer: str
+
+
+class DriftCase(BaseModel):
+    input: DriftInput
+    expected: DriftExpected
+
+
+def first_requests(case: Case[DriftInput, DriftExpected], model: Model) -> list[Messages]:
+    return [[{"role": "system", "content": "Answer yes or no."}, {"role": "user", "content": case.input.prompt}]]
+
+
+def ask_differently(llm: ChatModel, case: Case[DriftInput, DriftExpected]) -> str:
+    return llm.chat([{"role": "user", "content": case.input.prompt}])  # no system message
+
+
+FAMILY = Family(
+    name="drift",
+    scoring_version=1,
+    case_schema=DriftCase,
+    headline=Headline("accuracy", "the share of answers that match"),
+    first_requests=first_requests,
+)
+
+
+def pytest_ragmatrix_families(config):
+    return [FAMILY]
+"""
+
+DRIFT_TEST = """
+from ragmatrix import Outcome
+
+import drift_family
+
+
+def test_drift(llm, case, record):
+    answer = drift_family.ask_differently(llm, case)
+    record(Outcome(float(answer.strip().lower() == case.expected.answer)))
+"""
+
+DRIFT_CASES = """
+drift:
+  - case: sky
+    input: {prompt: "Is the sky blue?"}
+    expected: {answer: "yes"}
+  - case: grass
+    input: {prompt: "Is grass red?"}
+    expected: {answer: "no"}
+"""
+
+
+def test_answers_sent_ahead_that_the_test_never_takes_are_counted_in_the_usage_line(bench, server):
+    write(bench.path / "drift_family.py", DRIFT_FAMILY)
+    write(bench.path / "benchmark" / "test_drift.py", DRIFT_TEST)
+    write(bench.path / "benchmark" / "data" / "drift_data.yaml", DRIFT_CASES)
+    bench.syspathinsert()
+    result = run(bench, "-p", "drift_family", "-k", "drift and scripted", "--iterations", "2")
+    result.assert_outcomes(passed=2)
+    # 2 cases x 2 iterations: each declared request sent ahead, then the test's own asked too
+    assert server.count() == 8
+    result.stdout.fnmatch_lines(
+        [
+            "this run: 4 LLM calls (0 from the response cache), * tokens, 4 answers sent ahead were never used; *",
+            "warning: 4 answer(s) sent ahead were never used: *first_requests*",
+        ]
+    )
+
+
+def test_the_shipped_llm_families_use_every_answer_sent_ahead(bench, server):
+    from test_zelo_llm import SMALL_ZELO_CASES, knows_the_labels
+
+    server.answer = lambda messages: knows_the_labels(messages) if "Document A:" in str(messages) else "yes"
+    write(bench.path / "benchmark/test_zelo_battles.py", (REPO / "benchmark/test_zelo_battles.py").read_text())
+    write(bench.path / "benchmark/data/zelo_battles_data.yaml", SMALL_ZELO_CASES)
+    second = f"  - id: scripted2\n    kind: llm\n    litellm: openai/scripted2\n    api_base: {server.base_url}\n"
+    extra = second + "  - id: pair\n    kind: ensemble\n    ensemble: [scripted, scripted2]\n"
+    write(bench.path / "benchmark/models.yaml", models_yaml(server.base_url, extra))
+    result = run(
+        bench, "-k", "(rag and scripted and not scripted2) or (zelo and (scripted or pair))", "--iterations", "2"
+    )
+    # rag: the scripted LLM's items; zelo: two LLMs and their ensemble, two prompts each
+    assert result.parseoutcomes()["passed"] == LLM_ITEMS + 6
+    text = result.stdout.str()
+    assert "this run: " in text and "never used" not in text
+    asked = [json.dumps(r["body"], sort_keys=True) for r in server.requests if r["path"].endswith("chat/completions")]
+    # each request asked once per iteration: never again for an item, nor for the ensemble's members
+    assert set(Counter(asked).values()) == {2}
 
 
 @pytest.mark.slow

@@ -30,8 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ragmatrix.cli import CommandError
-    from ragmatrix.report import heatmap
-    from ragmatrix.zelo import heatmap_data
+    from ragmatrix.zelo import heatmap, heatmap_data
     from ragmatrix.zelo.zbench_format import DatasetError
 
     try:

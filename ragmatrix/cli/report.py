@@ -104,6 +104,7 @@ def _register_plugin_families(modules: list[str]) -> None:
 def _report(args: argparse.Namespace, results: Path) -> int:
     from ragmatrix.cli import CommandError
     from ragmatrix.cli.locate import RESULTS_DIR
+    from ragmatrix.families import all_families
     from ragmatrix.report import load, write_report
 
     _refer_to_models_file(results)
@@ -123,7 +124,13 @@ def _report(args: argparse.Namespace, results: Path) -> int:
     if args.models_file is not None and not models_file.is_file():
         raise CommandError(f"{models_file}: no such models file")
     written = write_report(
-        results, out, shown_as=shown, compare_dir=args.compare, heatmaps=args.heatmap, models_file=models_file
+        results,
+        out,
+        all_families(),
+        shown_as=shown,
+        compare_dir=args.compare,
+        heatmaps=args.heatmap,
+        models_file=models_file,
     )
     for left in written.tables.left_out:
         print(f"note: {left.note()}")

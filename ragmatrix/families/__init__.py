@@ -20,7 +20,7 @@ import pkgutil
 from importlib.metadata import entry_points
 
 from ragmatrix.context import RunContext, current
-from ragmatrix.families.base import Family, Headline, Plot
+from ragmatrix.family import Family, Headline, Plot
 
 __all__ = ["Family", "Headline", "Plot", "all_families", "family_named", "register"]
 
@@ -38,8 +38,6 @@ class FamilyRegistry:
 def _scan() -> dict[str, Family]:
     found: dict[str, Family] = {}
     for module in pkgutil.iter_modules(__path__):
-        if module.name == "base":
-            continue
         family = getattr(importlib.import_module(f"{__name__}.{module.name}"), "FAMILY", None)
         if isinstance(family, Family):
             found[family.name] = family

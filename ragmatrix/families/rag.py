@@ -18,8 +18,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragmatrix.case import Case
-from ragmatrix.families.base import Family, Headline
+from ragmatrix.family import Family
+from ragmatrix.models.protocols import ChatModel, Messages, Model, Retriever
 from ragmatrix.outcome import Outcome
+from ragmatrix.tables import Headline
 
 # Bump when scoring changes: every stored result of this family is then recomputed.
 # 2: an explicit answer must equal its label after BioChatter's normalisation (`match: exact`);
@@ -173,21 +175,50 @@ class RagCase(BaseModel):
     expected: RagExpected
 
 
-def is_explicit(case: object) -> bool:
-    return getattr(case, "expected", None) is not None and case.expected.answer is not None  # type: ignore[attr-defined]
+# A case of this family, as its test receives it.
+RagItem = Case[RagInput, RagExpected]
 
 
-def judges_relevance(case: object) -> bool:
+def is_explicit(case: RagItem) -> bool:
+    return case.expected.answer is not None
+
+
+def judges_relevance(case: RagItem) -> bool:
     """An explicit case whose label is yes or no: one a similarity threshold can judge too."""
-    return is_explicit(case) and label(case.expected.answer) in ("yes", "no")  # type: ignore[attr-defined]
+    return case.expected.answer is not None and label(case.expected.answer) in ("yes", "no")
 
 
-def messages(case: object) -> list[dict[str, str]]:
+def messages(case: RagItem) -> Messages:
     """The chat messages of a case: instruction and fragments as system messages, then the
     user's question."""
-    data: RagInput = case.input  # type: ignore[attr-defined]
+    data = case.input
     system = [data.instruction_text, *data.fragment_texts]
     return [*({"role": "system", "content": text} for text in system), {"role": "user", "content": data.prompt}]
+
+
+# --- the first round: what the scheduler sends ahead, and what the tests ask -----------------
+
+
+def first_requests(case: RagItem, model: Model) -> list[Messages]:
+    """An LLM's item asks one conversation: the case's messages."""
+    return [messages(case)]
+
+
+def first_texts(case: RagItem, model: Model) -> tuple[list[str], list[str]]:
+    """An embedder's item embeds the question (a query) and the fragments (documents)."""
+    return [case.input.prompt], case.input.fragment_texts
+
+
+def ask(llm: ChatModel, case: RagItem) -> str:
+    """The LLM's answer to the case: its first round, as the scheduler sent it ahead."""
+    (answer,) = FAMILY.ask(llm, case)
+    return answer
+
+
+def similarities(embedder: Retriever, case: RagItem) -> list[float]:
+    """The similarity of each fragment to the question: the texts of the first round."""
+    (question,), fragments = first_texts(case, embedder)
+    return embedder.similarities(question, fragments)
 
 
 _TRAILING = string.punctuation + string.whitespace
@@ -218,9 +249,9 @@ def label(text: str) -> str:
     return text.lower().replace(".", "").replace("?", "").replace("!", "").strip()
 
 
-def score(case: object, answer: str) -> Outcome:
+def score(case: RagItem, answer: str) -> Outcome:
     """Score an LLM's answer to an explicit case, or to an implicit case checked by rules."""
-    expected: RagExpected = case.expected  # type: ignore[attr-defined]
+    expected = case.expected
     if expected.answer is not None:
         if expected.match == "yes_no":
             return _score_explicit(label(expected.answer), answer)
@@ -283,25 +314,25 @@ def _score_implicit(expected: RagExpected, answer: str) -> Outcome:
     return Outcome(score=float(ok), answer=answer, declined=declined, missing=missing, forbidden_found=forbidden)
 
 
-def evaluator_instruction(case: Case, configured: str | None = None) -> str | None:
+def evaluator_instruction(case: RagItem, configured: str | None = None) -> str | None:
     """The instruction the evaluator LLM gets for a case: the case's own, else the configured
     one, else the default; None when the case is not checked by the evaluator."""
-    expected: RagExpected = case.expected
+    expected = case.expected
     if expected.checked_by != "evaluator":
         return None
     return expected.evaluator_instruction or configured or DEFAULT_EVALUATOR_INSTRUCTION
 
 
-def evaluator_messages(case: Case, answer: str, instruction: str) -> list[dict[str, str]]:
+def evaluator_messages(case: RagItem, answer: str, instruction: str) -> Messages:
     """The evaluator's chat: the instruction with the question filled in, then the response."""
     system = instruction.replace("{question}", case.input.prompt)
     return [{"role": "system", "content": system}, {"role": "user", "content": answer}]
 
 
-def score_by_evaluator(case: Case, answer: str, verdict: str) -> Outcome:
+def score_by_evaluator(case: RagItem, answer: str, verdict: str) -> Outcome:
     """Compare the evaluator's one-word verdict with the expected behaviour. A verdict that is
     neither `answer` nor `decline` is the evaluator's format violation: invalid, and stored."""
-    expected: RagExpected = case.expected
+    expected = case.expected
     parsed = label(verdict)
     if not answer.strip():
         return Outcome.invalid("empty answer", answer=answer, verdict=verdict)
@@ -315,9 +346,9 @@ def score_by_evaluator(case: Case, answer: str, verdict: str) -> Outcome:
     return Outcome(score=float(parsed == expected.behaviour), answer=answer, verdict=verdict, judged=parsed)
 
 
-def judge_by_similarity(case: object, similarities: list[float]) -> Outcome:
+def judge_by_similarity(case: RagItem, similarities: list[float]) -> Outcome:
     """The embedder baseline on a yes/no case: "yes" when some fragment is similar enough."""
-    expected: RagExpected = case.expected  # type: ignore[attr-defined]
+    expected = case.expected
     best = max(similarities)
     said = "yes" if best >= SIMILARITY_THRESHOLD else "no"
     return Outcome(
@@ -339,6 +370,6 @@ FAMILY = Family(
     normalise_input=split_system_messages,
     # Implicit cases without keywords are checked by the evaluator LLM.
     evaluator_prompt=evaluator_instruction,
-    first_requests=lambda case, model: [messages(case)],
-    first_texts=lambda case, model: ([case.input.prompt], case.input.fragment_texts),
+    first_requests=first_requests,
+    first_texts=first_texts,
 )

@@ -64,6 +64,8 @@ class ChatModel:
         # reaches the item that needs it, with or without the response cache.
         self._answers: dict[str, asyncio.Task[Answer]] = {}
         self._consumed: set[str] = set()
+        # The requests the scheduler sent ahead whose use is not reported yet (`left_unused`).
+        self._sent_ahead: set[str] = set()
         self._first_attempt: asyncio.Event | None = None  # set once the first attempt has ended
         self._secret_names = tuple(sorted(spec.env_names()))
 
@@ -78,9 +80,26 @@ class ChatModel:
         return md5_of({"model": self.spec.output_fingerprint(), "messages": messages, "sample": sample})
 
     def prefetch(self, messages: Messages, sample: int) -> asyncio.Task[Answer]:
-        """Start asking now (on the running loop); `achat` with the same messages and sample
-        later takes this answer instead of asking again."""
+        """Start asking now (on the running loop), ahead of the item; `achat` with the same
+        messages and sample later takes this answer instead of asking again."""
         key = self.cache_key(messages, sample)
+        self._sent_ahead.add(key)
+        return self._task(messages, key)
+
+    def left_unused(self, messages: Messages, sample: int) -> bool:
+        """Whether the answer sent ahead for these messages and sample came back and no `achat`
+        took it: a family whose test asks other messages than its first round declares. Said
+        once per request."""
+        key = self.cache_key(messages, sample)
+        if key not in self._sent_ahead:
+            return False
+        self._sent_ahead.discard(key)
+        task = self._answers.get(key)
+        answered = task is not None and task.done() and not task.cancelled() and task.exception() is None
+        return answered and key not in self._consumed
+
+    def _task(self, messages: Messages, key: str) -> asyncio.Task[Answer]:
+        """The session's one request for this key: asked now, or already asked."""
         task = self._answers.get(key)
         if task is None:
             task = self._answers[key] = asyncio.ensure_future(self._ask(messages, key))
@@ -90,7 +109,7 @@ class ChatModel:
     async def achat(self, messages: Messages, sample: int | None = None) -> str:
         sample = current_sample.get() if sample is None else sample
         key = self.cache_key(messages, sample)
-        task = self.prefetch(messages, sample)
+        task = self._task(messages, key)
         try:
             # Shielded: an item cancelled mid-way (a zELO judgement failing) must not cancel
             # an answer that another consumer may share.

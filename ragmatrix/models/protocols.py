@@ -1,6 +1,6 @@
 """What a benchmark test gets from each model fixture, whatever the provider.
 
-`ChatModel`, `Retriever` and `JudgeEnsemble` are runtime-checkable: a family may ask
+`ChatModel`, `PrefetchingChatModel`, `Retriever` and `JudgeEnsemble` are runtime-checkable: a family may ask
 `isinstance(model, ChatModel)`. `Embedder` is not, because Python 3.11 evaluates properties
 (`context_limit`, `device_label`) to check them, and those may load a model; test embedders by
 `model.kind == "embedder"`.
@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -38,6 +38,24 @@ class ChatModel(Model, Protocol):
     def chat_many(self, conversations: list[Messages]) -> list[str]: ...
 
 
+@runtime_checkable
+class PrefetchingChatModel(ChatModel, Protocol):
+    """An LLM whose answers the scheduler can ask ahead of the items (every LLM built on
+    `ragmatrix.models.chat.ChatModel`): it sends a family's first-round requests (`prefetch`),
+    and an item's `achat` with the same messages and sample then takes that answer instead of
+    asking again. After the item, `left_unused` says which answers sent ahead it never took. An
+    LLM without these is asked by its items alone, one request at a time."""
+
+    def prefetch(self, messages: Messages, sample: int) -> Awaitable[object]:
+        """Ask now, on the running loop, for a later `achat(messages, sample)`."""
+        ...
+
+    def left_unused(self, messages: Messages, sample: int) -> bool:
+        """Whether the answer sent ahead for these messages and sample came back and was never
+        taken; said once per request (the next call for it says False)."""
+        ...
+
+
 class DocumentIndex(Protocol):
     """Documents prepared once; `score(queries)` gives queries x documents."""
 
@@ -57,7 +75,12 @@ class Retriever(Model, Protocol):
 
 
 class Embedder(Retriever, Protocol):
-    """An embedding model (fixture `embedder`): unit-length float32 rows, through the cache."""
+    """An embedding model (fixture `embedder`): unit-length float32 rows, through the cache.
+
+    The scheduler embeds a window of items' texts ahead in one batch (`prefetch`); the items
+    then take their rows from there."""
+
+    def prefetch(self, queries: list[str], documents: list[str]) -> None: ...
 
     def embed_documents(self, texts: list[str]) -> np.ndarray: ...
 

@@ -1,24 +1,29 @@
 """The leaderboard report: `benchmark/results/*.jsonl` -> leaderboard.md, leaderboard.html and PNGs.
 
-- `aggregate`: the numbers, once (lines, intervals, paired tests, metrics, breakdowns);
+- `aggregate`: the numbers, once (lines, intervals, paired tests, metrics, breakdowns), as the
+  data of `ragmatrix.tables`;
 - `terminal`: the numbers as text for pytest's summary;
 - `content`: what the report says, as blocks; `document`: the blocks as markdown and HTML;
 - `plots`: the plots every family gets; a family's own plots and sections are on its descriptor;
 - `compare`: what changed between two result sets.
 
+The report reads the families through the descriptors it is given (`ragmatrix.family.Family`)
+and never looks them up: whoever calls it (the pytest plugin, the command line) passes them.
 Nothing heavy is imported with this package: the terminal summary of a cached run uses it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ragmatrix.report.aggregate import Tables
+    from ragmatrix.family import Family
+    from ragmatrix.report.memo import Memo
     from ragmatrix.rows import Row
+    from ragmatrix.tables import Tables
 
 MARKDOWN = "leaderboard.md"
 HTML = "leaderboard.html"
@@ -38,14 +43,6 @@ class Written:
     notes: list[str] = field(default_factory=list)  # unreadable cost records, a models file without prices
 
 
-@dataclass
-class PlotContext:
-    """What a family's plot may need besides its table."""
-
-    palette: dict[str, Any]
-    heatmaps: Sequence[str] = ()  # zelo_battles items chosen with --heatmap
-
-
 def load(results_dir: Path) -> tuple[dict[str, list[Row]], list[str]]:
     """Every family's rows in a results folder, and the problems found reading them."""
     from ragmatrix.store import ResultStore
@@ -55,7 +52,7 @@ def load(results_dir: Path) -> tuple[dict[str, list[Row]], list[str]]:
     return {family: data.rows for family, data in loaded.items() if data.rows}, problems
 
 
-def remembered_stats() -> Any:
+def remembered_stats() -> Memo:
     """The remembered intervals and tests of this checkout (see `ragmatrix.report.memo`)."""
     from ragmatrix.cache import cache_dir
     from ragmatrix.report.memo import Memo
@@ -66,14 +63,17 @@ def remembered_stats() -> Any:
 def write_report(
     results_dir: Path,
     out_dir: Path,
+    families: Mapping[str, Family],
     shown_as: str | None = None,
     compare_dir: Path | None = None,
     heatmaps: Sequence[str] | None = None,
     models_file: Path | None = None,
 ) -> Written:
-    """Read the results, write the report into `out_dir`. `shown_as` names the results folder
-    in the report (default: its name); `models_file` prices the LLMs (models.yaml)."""
+    """Read the results, write the report into `out_dir`, each family read through its
+    descriptor in `families`. `shown_as` names the results folder in the report (default: its
+    name); `models_file` prices the LLMs (models.yaml)."""
     from ragmatrix import checksum
+    from ragmatrix.drawing import PlotContext
     from ragmatrix.report import content, document, leaderboard_json, plots, tradeoff
     from ragmatrix.report.aggregate import aggregate
     from ragmatrix.report.compare import changes
@@ -82,11 +82,12 @@ def write_report(
 
     rows, problems = load(results_dir)
     remembered = remembered_stats()
-    tables = aggregate(rows, problems, memo=remembered)
+    tables = aggregate(rows, families, problems, memo=remembered)
     costs, notes = load_costs(tables, results_dir, models_file)
     out_dir.mkdir(parents=True, exist_ok=True)
+    own = {t.family: families[t.family] for t in tables.families if t.family in families}
     patterns = [*PLOT_PATTERNS]
-    patterns += [p for t in tables.families if t.descriptor for plot in t.descriptor.plots for p in plot.patterns]
+    patterns += [p for descriptor in own.values() for plot in descriptor.plots for p in plot.patterns]
     for pattern in patterns:
         for old in out_dir.glob(pattern):
             old.unlink()
@@ -109,18 +110,18 @@ def write_report(
         if path is not None:
             drawn.tradeoff[table.family] = path.name
             written.append(path)
-        for plot in table.descriptor.plots if table.descriptor else ():
+        for plot in own[table.family].plots if table.family in own else ():
             paths = plot.draw(out_dir, table, context)
             drawn.own.setdefault(table.family, []).extend(p.name for p in paths)
             written += paths
 
     report_context = content.Context(
-        results=shown_as or results_dir.name, checksum=checksum.status_line(results_dir), costs=costs
+        results=shown_as or results_dir.name, checksum=checksum.status_line(results_dir), costs=costs, families=own
     )
     found: list[str] | None = None
     if compare_dir is not None:
         old_rows, _ = load(compare_dir)
-        found = changes(aggregate(old_rows, memo=remembered, variants=False), tables)
+        found = changes(aggregate(old_rows, families, memo=remembered, variants=False), tables)
         report_context.compared_with, report_context.changes = str(compare_dir), found
     remembered.save()
     blocks = content.build(tables, drawn, report_context)

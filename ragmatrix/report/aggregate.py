@@ -1,5 +1,5 @@
 """The leaderboard's numbers, computed once: the terminal summary and the report both render
-what `aggregate` returns, so they always agree.
+what `aggregate` returns (the data classes of `ragmatrix.tables`), so they always agree.
 
 Per family:
 - `select` keeps the rows that may share a mean (the newest scoring version; of a model's
@@ -21,38 +21,36 @@ Pure: the only state is an optional `Memo` of intervals and tests, which the cal
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-from ragmatrix.families import Family, Headline, family_named
+from ragmatrix.family import Family
 from ragmatrix.report.memo import Memo
 from ragmatrix.rows import Row
 from ragmatrix.stats.intervals import Interval, interval
 from ragmatrix.stats.significance import ALPHA, PairedTest, fewest_pairs, holm, paired_test, smallest_p
+from ragmatrix.tables import (
+    BreakdownLine,
+    Comparison,
+    FamilyTable,
+    Headline,
+    LeftOut,
+    Line,
+    MetricLine,
+    OverviewLine,
+    Tables,
+    find,
+)
 
 # Fewer shared cases than this and no paired test is run: "too few shared cases".
 MIN_SHARED_CASES = 2
-TOO_FEW = "too few shared cases"
+# The headline of rows whose family is not among the descriptors given.
 GENERIC_HEADLINE = Headline("mean score", "the mean of the items' scores")
-INCOMPLETE = "†"  # the model has error items: its mean covers only the items it finished
 
 
 # --- selection ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LeftOut:
-    """Rows of one model in one family that no mean includes, and why."""
-
-    family: str
-    model: str
-    rows: int
-    reason: str
-
-    def note(self) -> str:
-        return f"{self.family}: {self.rows} row(s) of {self.model} left out: {self.reason}"
 
 
 @dataclass
@@ -103,153 +101,6 @@ def select(rows_by_family: dict[str, list[Row]], keep: Callable[[Row], bool] | N
     return selection
 
 
-# --- the numbers -------------------------------------------------------------------------------
-
-
-@dataclass
-class Line:
-    """One model in one family."""
-
-    model: str
-    family: str
-    mean: float | None
-    low: float | None
-    high: float | None
-    method: str  # how the interval was computed (ragmatrix.stats.intervals)
-    n: int  # scored iterations
-    items: int
-    cases: int  # cases with a score
-    errors: int  # items that ended in an error
-    invalid: int  # invalid answers among the scored iterations
-    attempted: int = 0  # cases the model has a row for, an error included
-    expected_cases: int = 0  # the cases the model's tests hold in this family
-    attempted_variants: int = 0  # variants (chunkings, wordings, modes) the model has a row for
-    expected_variants: int = 0  # the variants the model's tests hold in this family
-    rank: int | None = None
-    same_as_above: bool = False  # shares its rank with the model listed above
-
-    @property
-    def partial(self) -> bool:
-        """Ran fewer of its tests' cases, or of their variants, than other models did: its mean
-        rests on other items. An error still counts as run: errors are counted and marked apart."""
-        short = self.attempted < self.expected_cases or self.attempted_variants < self.expected_variants
-        return self.mean is not None and short
-
-    @property
-    def coverage(self) -> str:
-        if not self.partial:
-            return ""
-        parts = []
-        if self.attempted < self.expected_cases:
-            parts.append(f"{self.attempted} of {self.expected_cases} cases")
-        if self.attempted_variants < self.expected_variants:
-            parts.append(f"{self.attempted_variants} of {self.expected_variants} variants")
-        return f"partial ({', '.join(parts)})"
-
-    @property
-    def label(self) -> str:
-        """The model's name with its marks, as the terminal and the report both show it."""
-        return " ".join(part for part in (self.model, INCOMPLETE if self.errors else "", self.coverage) if part)
-
-
-@dataclass
-class MetricLine:
-    model: str
-    family: str
-    variant: str  # "all" when pooled
-    n: int  # items with metrics
-    cases: int
-    values: dict[str, Interval]
-
-
-@dataclass
-class BreakdownLine:
-    family: str
-    field: str  # "query_type"
-    value: str  # "Code"
-    model: str
-    items: int
-    cases: int
-    score: Interval
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """A paired test of `a` against `b`: two models (the better-ranked first), or two variants
-    of one `model`."""
-
-    family: str
-    a: str
-    b: str
-    unit: str  # "items" or "cases" (per-case means); "" when nothing is shared
-    pairs: int
-    test: PairedTest | None  # None: nothing shared, or too few shared cases
-    p_holm: float | None = None
-    model: str | None = None  # set for a comparison of variants
-
-    @property
-    def significant(self) -> bool:
-        return self.p_holm is not None and self.p_holm < ALPHA
-
-    @property
-    def note(self) -> str:
-        if self.test is not None:
-            return ""
-        return TOO_FEW if self.pairs else "nothing shared"
-
-
-@dataclass
-class FamilyTable:
-    family: str
-    headline: Headline
-    descriptor: Family | None
-    lines: list[Line]  # in rank order; a model without any score last
-    metrics: list[MetricLine]  # every metric per model, its variants pooled
-    metrics_by_variant: list[MetricLine]  # per model and variant, when some model has several
-    comparisons: list[Comparison]
-    variant_comparisons: list[Comparison]
-    breakdowns: list[BreakdownLine]
-    rows: list[Row]  # the rows that count
-    unranked: str = ""  # why the table has no ranks; empty when it has them
-
-    @property
-    def ranks(self) -> dict[str, int]:
-        return {line.model: line.rank for line in self.lines if line.rank is not None}
-
-    @property
-    def cases(self) -> int:
-        return len({row.case for row in self.rows})
-
-    def versus_next(self, model: str) -> Comparison | None:
-        """The test of `model` against the model ranked just below it."""
-        order = [line.model for line in self.lines if line.mean is not None]
-        if model not in order or order.index(model) + 1 >= len(order):
-            return None
-        below = order[order.index(model) + 1]
-        return find(self.comparisons, model, below)
-
-
-@dataclass
-class OverviewLine:
-    model: str
-    cells: dict[str, Line]  # family -> the model's line
-    ranks: dict[str, int]  # family -> rank
-    mean_rank: float | None
-    mean_place: float | None = None  # the mean of its places in the families' tables, by score
-
-
-@dataclass
-class Tables:
-    families: list[FamilyTable] = field(default_factory=list)
-    overview: list[OverviewLine] = field(default_factory=list)
-    left_out: list[LeftOut] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)  # unreadable lines in the result files
-    newest: str | None = None  # the newest `recorded_at` among the rows that count
-
-    def family(self, name: str) -> FamilyTable | None:
-        return next((table for table in self.families if table.family == name), None)
-
-
 RANK_RULE = (
     "Models are sorted by their mean rank over the families they ran (1 = the best in that family); "
     "a tie is broken by score: by the mean of their places in the families' tables, which list "
@@ -260,25 +111,27 @@ RANK_RULE = (
 
 def aggregate(
     rows_by_family: dict[str, list[Row]],
+    families: Mapping[str, Family],
     problems: Iterable[str] = (),
     memo: Memo | None = None,
     variants: bool = True,
 ) -> Tables:
-    """Everything the terminal and the report show. `variants=False` skips the tests between
-    each model's variants (the terminal asks for them only on request)."""
+    """Everything the terminal and the report show. `families` are the descriptors the rows
+    are read with (headline, yes/no metrics, breakdowns); a family not among them gets a
+    generic headline, its yes/no scores judged by their values. `variants=False` skips the
+    tests between each model's variants (the terminal asks for them only on request)."""
     memo = memo or Memo(None)
     selection = select(rows_by_family)
     tables = Tables(left_out=selection.left_out, problems=list(problems))
     for family, rows in selection.rows.items():
-        tables.families.append(_family_table(family, rows, memo, variants))
+        tables.families.append(_family_table(family, families.get(family), rows, memo, variants))
     tables.overview = overview(tables.families)
     recorded = [row.recorded_at for rows in selection.rows.values() for row in rows if row.recorded_at]
     tables.newest = max(recorded) if recorded else None
     return tables
 
 
-def _family_table(family: str, rows: list[Row], memo: Memo, variants: bool) -> FamilyTable:
-    descriptor = family_named(family)
+def _family_table(family: str, descriptor: Family | None, rows: list[Row], memo: Memo, variants: bool) -> FamilyTable:
     headline = descriptor.headline if descriptor is not None else GENERIC_HEADLINE
     # the cases some model has a score for: a case that only ever errored is nobody's shortfall
     expected = {
@@ -304,7 +157,6 @@ def _family_table(family: str, rows: list[Row], memo: Memo, variants: bool) -> F
     return FamilyTable(
         family=family,
         headline=headline,
-        descriptor=descriptor,
         lines=lines,
         metrics=metric_lines(family, rows, memo, by_variant=False, descriptor=descriptor),
         metrics_by_variant=by_variant if several else [],
@@ -402,10 +254,6 @@ def too_few_to_rank(scored: list[Line], comparisons: list[Comparison]) -> str:
         f"not ranked: too few cases to tell any two models apart (two models share at most {most}; "
         f"a difference needs at least {fewest_pairs(tests)} to be significant{over})"
     )
-
-
-def find(comparisons: Iterable[Comparison], a: str, b: str) -> Comparison | None:
-    return next((c for c in comparisons if {c.a, c.b} == {a, b}), None)
 
 
 # --- paired tests ------------------------------------------------------------------------------

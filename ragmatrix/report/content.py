@@ -1,23 +1,20 @@
-"""What the report says, as blocks (see `ragmatrix.report.document`): the reading guide, the
-overview, what was left out, and per family its table, paired tests, metrics and plots."""
+"""What the report says, as blocks (`ragmatrix.blocks`, rendered by `ragmatrix.report.document`):
+the reading guide, the overview, what was left out, and per family its table, paired tests,
+metrics, plots and the family's own sections."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ragmatrix.blocks import Block, Bullets, Heading, Image, Paragraph, Table
+from ragmatrix.cost.figures import FamilyCosts
+from ragmatrix.family import Family
 from ragmatrix.report import cost
-from ragmatrix.report.aggregate import (
-    INCOMPLETE,
-    MIN_SHARED_CASES,
-    RANK_RULE,
-    Comparison,
-    FamilyTable,
-    MetricLine,
-    Tables,
-)
-from ragmatrix.report.document import Block, Bullets, Heading, Image, Paragraph, Table
+from ragmatrix.report.aggregate import MIN_SHARED_CASES, RANK_RULE
 from ragmatrix.stats.intervals import MIN_CASES_TO_CLUSTER
 from ragmatrix.stats.significance import ALPHA, MCNEMAR
+from ragmatrix.tables import INCOMPLETE, Comparison, FamilyTable, MetricLine, Tables
 
 BETTER = ">"  # significantly better than the model ranked next
 SAME = "≈"  # no significant difference
@@ -40,7 +37,9 @@ class Context:
     checksum: str | None = None  # one line on the checksum file, when there is one
     compared_with: str | None = None
     changes: list[str] = field(default_factory=list)
-    costs: dict[str, cost.FamilyCosts] = field(default_factory=dict)  # family -> its models' cost figures
+    costs: dict[str, FamilyCosts] = field(default_factory=dict)  # family -> its models' cost figures
+    # The descriptors of the families whose own sections the report shows.
+    families: Mapping[str, Family] = field(default_factory=dict)
 
 
 def build(tables: Tables, plots: Plots, context: Context) -> list[Block]:
@@ -62,8 +61,14 @@ def build(tables: Tables, plots: Plots, context: Context) -> list[Block]:
         blocks.append(Heading(2, f"Changes since `{context.compared_with}`"))
         blocks.append(Bullets(context.changes) if context.changes else Paragraph("Nothing changed."))
     for table in tables.families:
-        blocks += _family(table, plots)
-        blocks += cost.report_blocks(table, context.costs.get(table.family), plots.tradeoff.get(table.family))
+        descriptor = context.families.get(table.family)
+        blocks += _family(table, plots, descriptor)
+        blocks += cost.report_blocks(
+            table,
+            context.costs.get(table.family),
+            plots.tradeoff.get(table.family),
+            descriptor.cost_sections if descriptor is not None else (),
+        )
     return blocks
 
 
@@ -151,7 +156,7 @@ def _scale(table: FamilyTable) -> str:
     return f"scale {table.headline.scale}, {direction}"
 
 
-def _family(table: FamilyTable, plots: Plots) -> list[Block]:
+def _family(table: FamilyTable, plots: Plots, descriptor: Family | None) -> list[Block]:
     digits = table.headline.digits
     blocks: list[Block] = [
         Heading(2, table.family),
@@ -188,7 +193,7 @@ def _family(table: FamilyTable, plots: Plots) -> list[Block]:
         blocks += _comparisons(table.variant_comparisons, "variants", "Paired tests between each model's variants")
     blocks += _breakdowns(table)
     images = plots.own.get(table.family, [])
-    for section in table.descriptor.report_sections if table.descriptor else ():
+    for section in descriptor.report_sections if descriptor is not None else ():
         blocks += section(table, images)
     return blocks
 

@@ -13,110 +13,22 @@ Nothing heavy is imported here: the terminal summary of a cached run uses it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ragmatrix.blocks import Block, Heading, Image, Paragraph, Table
+from ragmatrix.cost.figures import NOT_MEASURED, DeviceFigures, FamilyCosts, ModelCost, device_figures
 from ragmatrix.cost.price import Price, price_of
 from ragmatrix.cost.record import CostRecord
+from ragmatrix.tables import FamilyTable, Tables
 
 if TYPE_CHECKING:
     from ragmatrix.models.spec import ModelSpec
-    from ragmatrix.report.aggregate import FamilyTable, Tables
     from ragmatrix.rows import Row
 
-ALL_FROM_CACHE = "every text came from the embedding cache: no speed was measured"
-NOT_MEASURED = (
-    "no cost measured: its work predates cost records, or came from the caches "
-    "(pytest benchmark --run-all --no-response-cache measures it)"
-)
-
-
-@dataclass(frozen=True)
-class DeviceFigures:
-    """What one model's work cost on one device, in one family."""
-
-    device: str
-    embeddings_per_s: float | None  # texts the model encoded per second of its own encode time
-    peak_memory_mb: float | None  # the process's peak resident memory while the model worked
-    gpu_memory_mb: float | None
-    latency_ms: tuple[float, float] | None  # p50, p95
-    latency_of: str | None  # "query": one query alone; "request": one request, send to answer
-    model_size_mb: float | None
-    parameters: int | None
-    texts: int
-    requests: int
-    first_measured: str | None
-    last_measured: str | None
-    note: str | None = None
-
-    @property
-    def work(self) -> int:
-        return self.texts + self.requests
-
-
-@dataclass
-class ModelCost:
-    model: str
-    devices: list[DeviceFigures] = field(default_factory=list)  # the most measured work first
-    tokens: tuple[int, int] | None = None  # input, output; None for a model that reads no tokens
-    tokens_counted: int = 0  # calls whose tokens were counted here, the server having reported none
-    usd: float | None = None
-    price: Price | None = None
-    price_source: str = "unknown"
-    note: str | None = None
-
-    @property
-    def main(self) -> DeviceFigures | None:
-        return self.devices[0] if self.devices else None
-
-
-@dataclass
-class FamilyCosts:
-    family: str
-    models: dict[str, ModelCost] = field(default_factory=dict)
-    # (model, variant) -> texts per second on the model's main device (code retrieval: chunking)
-    by_variant: dict[tuple[str, str], float] = field(default_factory=dict)
-
-    def of(self, model: str) -> ModelCost:
-        return self.models.get(model) or ModelCost(model, note=NOT_MEASURED)
-
-    @property
-    def devices(self) -> list[str]:
-        """The main devices of the table's local models: speeds compare only within one."""
-        found = {cost.main.device for cost in self.models.values() if cost.main and cost.main.device != "remote"}
-        return sorted(found)
-
-
-# --- the figures -------------------------------------------------------------------------------
-
-
-def device_figures(record: CostRecord) -> DeviceFigures:
-    speed = record.texts / record.encode_s if record.texts and record.encode_s > 0 else None
-    latency: tuple[float, float] | None = None
-    latency_of: str | None = None
-    for histogram, what in ((record.queries, "query"), (record.request_latencies, "request")):
-        p50, p95 = histogram.quantile(0.5), histogram.quantile(0.95)
-        if p50 is not None and p95 is not None:
-            latency, latency_of = (round(p50, 2), round(p95, 2)), what
-            break
-    note = ALL_FROM_CACHE if not record.texts and record.cache_hits and not record.requests else None
-    return DeviceFigures(
-        device=record.device,
-        embeddings_per_s=None if speed is None else round(speed, 2),
-        peak_memory_mb=record.peak_rss_mb,
-        gpu_memory_mb=record.peak_gpu_mb,
-        latency_ms=latency,
-        latency_of=latency_of,
-        model_size_mb=record.model_mb,
-        parameters=record.parameters,
-        texts=record.texts,
-        requests=record.requests,
-        first_measured=record.first_measured,
-        last_measured=record.last_measured,
-        note=note,
-    )
+# A family's cost section: its blocks beside the cost figures (`Family.cost_sections`).
+CostSection = Callable[[FamilyTable, FamilyCosts], list[Block]]
 
 
 def token_totals(rows: Iterable[Row]) -> tuple[int, int, int, int]:
@@ -220,7 +132,7 @@ def _usd(value: float | None) -> str:
     return "-" if value is None else f"${value:.4f}"
 
 
-COLUMNS: tuple[tuple[str, Any], ...] = (
+COLUMNS: tuple[tuple[str, Callable[[ModelCost], str]], ...] = (
     ("texts/s", lambda c: _number(c.main.embeddings_per_s) if c.main else "-"),
     ("peak MB", lambda c: _number(c.main.peak_memory_mb, 0) if c.main else "-"),
     ("p50 ms", lambda c: _number(c.main.latency_ms[0]) if c.main and c.main.latency_ms else "-"),
@@ -296,7 +208,7 @@ def _measured(figures: DeviceFigures | None) -> str:
     return last if first == last else f"{first} to {last}"
 
 
-REPORT_COLUMNS: tuple[tuple[str, Any], ...] = (
+REPORT_COLUMNS: tuple[tuple[str, Callable[[ModelCost, DeviceFigures | None], str]], ...] = (
     ("device", lambda c, f: f.device if f else "-"),
     ("texts/s", lambda c, f: _number(f.embeddings_per_s) if f else "-"),
     ("latency p50 / p95 ms", lambda c, f: _latency(f)),
@@ -319,12 +231,12 @@ READING = (
 )
 
 
-def report_blocks(table: FamilyTable, costs: FamilyCosts | None, image: str | None) -> list[Any]:
+def report_blocks(
+    table: FamilyTable, costs: FamilyCosts | None, image: str | None, sections: Sequence[CostSection] = ()
+) -> list[Block]:
     """The family's cost section: its models' figures beside their means, the trade-off plot,
     the figures of every device where a model ran on several, and the family's own cost
-    sections (`Family.cost_sections`)."""
-    from ragmatrix.report.document import Heading, Image, Paragraph, Table
-
+    `sections` (`Family.cost_sections`)."""
     if costs is None:
         return []
     digits = table.headline.digits
@@ -342,7 +254,7 @@ def report_blocks(table: FamilyTable, costs: FamilyCosts | None, image: str | No
         [line.model, "-" if line.mean is None else f"{line.mean:.{digits}f}", *[cells[line.model][i] for i in shown]]
         for line in lines
     ]
-    blocks: list[Any] = [Heading(3, f"{table.family}: quality against cost"), Paragraph(READING)]
+    blocks: list[Block] = [Heading(3, f"{table.family}: quality against cost"), Paragraph(READING)]
     if len(costs.devices) > 1:
         blocks.append(
             Paragraph(
@@ -364,6 +276,6 @@ def report_blocks(table: FamilyTable, costs: FamilyCosts | None, image: str | No
         blocks += [Paragraph("Models measured on several devices, each device apart:"), Table(header, device_rows)]
     if image is not None:
         blocks.append(Image(image, f"{table.family}: quality against cost, the Pareto front marked"))
-    for section in table.descriptor.cost_sections if table.descriptor else ():
+    for section in sections:
         blocks += section(table, costs)
     return blocks

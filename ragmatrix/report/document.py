@@ -1,4 +1,5 @@
-"""The report as a list of blocks, rendered to GitHub markdown and to one self-contained HTML page.
+"""The report's blocks (`ragmatrix.blocks`) rendered to GitHub markdown and to one
+self-contained HTML page.
 
 Both formats are rendered from the same blocks, so they always say the same thing. Inline text
 may hold `code` spans and **bold**; nothing else is interpreted.
@@ -9,41 +10,9 @@ from __future__ import annotations
 import base64
 import html
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
-
-@dataclass
-class Heading:
-    level: int
-    text: str
-
-
-@dataclass
-class Paragraph:
-    text: str
-
-
-@dataclass
-class Bullets:
-    items: list[str]
-
-
-@dataclass
-class Table:
-    header: list[str]
-    rows: list[list[str]]
-    numeric: set[int] = field(default_factory=set)  # right-aligned columns
-
-
-@dataclass
-class Image:
-    file: str  # a PNG in the report folder
-    alt: str
-
-
-Block = Heading | Paragraph | Bullets | Table | Image
-
+from ragmatrix.blocks import Block, Bullets, Heading, Image, Paragraph, Table
 
 # --- markdown ----------------------------------------------------------------------------------
 

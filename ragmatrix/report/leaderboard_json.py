@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ragmatrix.report.aggregate import Tables
-from ragmatrix.report.cost import DeviceFigures, FamilyCosts, ModelCost
+from ragmatrix.cost.figures import DeviceFigures, FamilyCosts, ModelCost
+from ragmatrix.tables import Tables
 
 FILE_NAME = "leaderboard.json"
 VERSION = 1

@@ -1,6 +1,7 @@
 """The report's PNG plots that every family gets (matplotlib, Agg): a bar chart with 95% CI
 whiskers, and every metric per variant (code retrieval: per chunking strategy). A family's
-own plots are declared on its descriptor (`Family.plots`) and drawn with these helpers.
+own plots are declared on its descriptor (`Family.plots`) and drawn with the same helpers
+(`ragmatrix.drawing`).
 
 Each model keeps one colour across every plot.
 """
@@ -10,37 +11,20 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from ragmatrix.report.aggregate import FamilyTable, MetricLine
-
-DPI = 100
+from ragmatrix.drawing import Colour, pyplot, save
+from ragmatrix.tables import FamilyTable, MetricLine
 
 
-def pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def colours(models: Sequence[str]) -> dict[str, Any]:
+def colours(models: Sequence[str]) -> dict[str, Colour]:
+    """One colour per model, the same in every plot of a report."""
     import matplotlib
 
     palette = matplotlib.colormaps["tab10"]
     return {model: palette(index % 10) for index, model in enumerate(sorted(set(models)))}
 
 
-def save(figure: Any, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=DPI, bbox_inches="tight", metadata={"Software": None})
-    pyplot().close(figure)
-    return path
-
-
-def family_bars(path: Path, table: FamilyTable, palette: dict[str, Any]) -> Path | None:
+def family_bars(path: Path, table: FamilyTable, palette: dict[str, Colour]) -> Path | None:
     """The family's headline mean per model, best first, with its 95% CI as a whisker."""
     lines = [line for line in table.lines if line.mean is not None]
     if not lines:
@@ -65,7 +49,7 @@ def family_bars(path: Path, table: FamilyTable, palette: dict[str, Any]) -> Path
     return save(figure, path)
 
 
-def metrics_by_variant(path: Path, family: str, lines: list[MetricLine], palette: dict[str, Any]) -> Path | None:
+def metrics_by_variant(path: Path, family: str, lines: list[MetricLine], palette: dict[str, Colour]) -> Path | None:
     """A panel per metric: its mean per variant (code retrieval: chunking strategy), a bar per
     model, with 95% bootstrap CI whiskers."""
     if not lines:
@@ -109,7 +93,3 @@ def metrics_by_variant(path: Path, family: str, lines: list[MetricLine], palette
     figure.suptitle(f"{family}: every metric per variant, 95% CI", fontsize=10)
     figure.tight_layout(rect=(0, 0, 0.93, 1))
     return save(figure, path)
-
-
-def file_part(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

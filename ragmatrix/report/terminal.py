@@ -5,16 +5,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ragmatrix.report.aggregate import Comparison, FamilyTable, MetricLine, Tables
-from ragmatrix.report.cost import FamilyCosts, terminal_columns, terminal_notes
+from ragmatrix.blocks import aligned
+from ragmatrix.cost.figures import FamilyCosts
+from ragmatrix.family import Family
+from ragmatrix.report.cost import terminal_columns, terminal_notes
+from ragmatrix.tables import Comparison, FamilyTable, MetricLine, Tables
 
 METRICS_PER_TABLE = 4
 SAME = "≈"
 
 
-def render(tables: Tables, variants: bool = False, costs: Mapping[str, FamilyCosts] | None = None) -> list[str]:
+def render(
+    tables: Tables,
+    families: Mapping[str, Family],
+    variants: bool = False,
+    costs: Mapping[str, FamilyCosts] | None = None,
+) -> list[str]:
     """Every family's table (with its models' cost figures, given `costs`), its metrics per
-    variant, its breakdowns, and with `variants` the tests between each model's variants."""
+    variant, its breakdowns, the lines its descriptor in `families` adds, and with `variants`
+    the tests between each model's variants."""
     out: list[str] = []
     for table in tables.families:
         if out:
@@ -22,8 +31,9 @@ def render(tables: Tables, variants: bool = False, costs: Mapping[str, FamilyCos
         out += family_table(table, (costs or {}).get(table.family))
         out += metric_tables(table)
         out += breakdown_tables(table)
-        if table.descriptor is not None and table.descriptor.terminal_notes is not None:
-            out += table.descriptor.terminal_notes(table)  # the family's own lines
+        descriptor = families.get(table.family)
+        if descriptor is not None and descriptor.terminal_notes is not None:
+            out += descriptor.terminal_notes(table)  # the family's own lines
         if variants:
             out += variant_tests(table)
     return out
@@ -123,17 +133,3 @@ def _test_cells(c: Comparison) -> tuple[str, str, str]:
         return ("-", "-", c.note)
     p = "<0.001" if c.p_holm < 0.001 else f"{c.p_holm:.3f}"
     return (f"{c.test.difference:+.3f}", p, "significant" if c.significant else "")
-
-
-def aligned(table: list[tuple[str, ...]], numeric: set[int]) -> list[str]:
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    out = []
-    for index, row in enumerate(table):
-        cells = [
-            cell.rjust(w) if i in numeric else cell.ljust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        out.append("  ".join(cells).rstrip())
-        if index == 0:
-            out.append("  ".join("-" * w for w in widths).rstrip())
-    return out

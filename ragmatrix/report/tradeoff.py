@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from ragmatrix.report.aggregate import FamilyTable
-from ragmatrix.report.cost import FamilyCosts, ModelCost
+from ragmatrix.cost.figures import FamilyCosts, ModelCost
+from ragmatrix.drawing import Colour, pyplot, save
+from ragmatrix.tables import FamilyTable
 
 PATTERN = "tradeoff_*.png"
 
@@ -82,13 +82,11 @@ def panels(table: FamilyTable, costs: FamilyCosts) -> list[tuple[Axis, list[Poin
     return found
 
 
-def draw(path: Path, table: FamilyTable, costs: FamilyCosts, palette: dict[str, Any]) -> Path | None:
+def draw(path: Path, table: FamilyTable, costs: FamilyCosts, palette: dict[str, Colour]) -> Path | None:
     """The family's trade-off plot, or None when no model has a cost figure and a score."""
     found = panels(table, costs)
     if not found:
         return None
-    from ragmatrix.report.plots import pyplot, save
-
     plt = pyplot()
     figure, grid = plt.subplots(1, len(found), figsize=(5.2 * len(found), 4.0), squeeze=False)
     higher = table.headline.higher_is_better

@@ -24,6 +24,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from ragmatrix.case import Case
+from ragmatrix.models.protocols import Judge, Messages, Model
 from ragmatrix.outcome import Outcome
 from ragmatrix.stats import bradley_terry, metrics
 from ragmatrix.zelo.judges import CaseJudge, Judgement, judge_for, judge_messages, sign
@@ -97,6 +99,10 @@ class ZeloCase(BaseModel):
         return self
 
 
+# A case of the zELO family, as its test receives it.
+ZeloItem = Case[ZeloInput, ZeloExpected]
+
+
 class ZeloDetails(BaseModel):
     """What a zELO iteration records besides its score, as far as the report reads it."""
 
@@ -165,6 +171,46 @@ def plan_matchups(n: int, cycles: int, seed: int | str, both_orders: bool = Fals
     return plan
 
 
+@dataclass(frozen=True)
+class BattlePlan:
+    """What a case's battle asks, decided by the case alone: the scheduler sends its first round
+    ahead, and `battle` asks the same plan, so that what is sent ahead is what is used."""
+
+    query: str
+    instruction: str  # the judge prompt
+    documents: list[str]  # the texts, in id order
+    matchups: list[Matchup]
+
+    def messages(self, a: int, b: int) -> Messages:
+        """What an LLM judge is asked of documents a and b, shown in that order."""
+        return judge_messages(self.instruction, self.query, self.documents[a], self.documents[b])
+
+    def first_round(self) -> list[Messages]:
+        """Every distinct judgement an LLM judge makes on a first reading, in plan order: what
+        `battle` asks before any re-ask of a malformed answer."""
+        return [self.messages(a, b) for a, b in dict.fromkeys(m.shown for m in self.matchups)]
+
+    def texts(self) -> tuple[list[str], list[str]]:
+        """What a similarity judge embeds: the query, and the documents."""
+        return [self.query], list(self.documents)
+
+
+def battle_plan(case: ZeloItem) -> BattlePlan:
+    data = case.input
+    matchups = plan_matchups(len(data.ids), data.cycles, data.seed, data.both_orders)
+    return BattlePlan(data.query, data.instruction, data.texts, matchups)
+
+
+def first_requests(case: ZeloItem, model: Model) -> list[Messages]:
+    """The first round of an LLM judge (or of each member of an ensemble): the plan's."""
+    return battle_plan(case).first_round()
+
+
+def first_texts(case: ZeloItem, model: Model) -> tuple[list[str], list[str]]:
+    """The texts of a similarity judge: the plan's."""
+    return battle_plan(case).texts()
+
+
 # --- battles ----------------------------------------------------------------------------------
 
 
@@ -209,25 +255,17 @@ def first_error(group: BaseExceptionGroup) -> BaseException:
     return group
 
 
-def battle(model: Any, case: Any) -> Battles:
-    """Judge the case's documents in pairs with any model that can compare."""
+def battle(model: Judge, case: ZeloItem) -> Battles:
+    """Judge the case's documents in pairs with any model that can compare: the case's plan
+    (`battle_plan`), whose first round the scheduler sent ahead."""
     from ragmatrix.models import aio
 
-    data: ZeloInput = case.input
-    judge = judge_for(model, data.query, data.texts, data.instruction)
-    plan = plan_matchups(len(data.ids), data.cycles, data.seed, data.both_orders)
-    judgements = aio.run(run_matchups(judge, plan))
-    return Battles(data.ids, plan, judgements, judge.setup_calls + _calls(plan, judgements))
-
-
-def first_requests(case: Any, spec: Any = None) -> list[list[dict[str, str]]]:
-    """The messages of every distinct judgement an LLM judge makes of the case on a first
-    reading, in plan order: what `battle` asks before any re-ask of a malformed answer."""
-    data: ZeloInput = case.input
-    texts = data.texts
-    plan = plan_matchups(len(data.ids), data.cycles, data.seed, data.both_orders)
-    shown = dict.fromkeys(m.shown for m in plan)
-    return [judge_messages(data.instruction, data.query, texts[a], texts[b]) for a, b in shown]
+    plan = battle_plan(case)
+    (query,), documents = plan.texts()
+    judge = judge_for(model, query, documents, plan.instruction, plan.messages)
+    judgements = aio.run(run_matchups(judge, plan.matchups))
+    ids = case.input.ids
+    return Battles(ids, plan.matchups, judgements, judge.setup_calls + _calls(plan.matchups, judgements))
 
 
 def _calls(plan: Sequence[Matchup], judgements: Sequence[Judgement]) -> int:
@@ -342,11 +380,11 @@ def ranking_metrics(
     }
 
 
-def score(case: Any, battles: Battles, samples: int = bradley_terry.BOOTSTRAP_SAMPLES) -> Outcome:
+def score(case: ZeloItem, battles: Battles, samples: int = bradley_terry.BOOTSTRAP_SAMPLES) -> Outcome:
     """Fit the zELOs, then score their ranking against the case's labels. The row's score is
     nDCG@k; the other metrics, the zELOs with bootstrap intervals, the number of components of
     the comparison graph and every battle go in the details."""
-    expected: ZeloExpected = case.expected
+    expected = case.expected
     ids = battles.ids
     labels = {i: expected.relevance[i] for i in ids}
     k = expected.k

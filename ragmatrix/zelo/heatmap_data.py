@@ -1,6 +1,6 @@
 """What a preference heatmap draws for one query: the zELOs and every judgement, read from an
 annotated dataset (with its pairs file) or from a benchmark results file (one row's details).
-The drawing itself is `ragmatrix.report.heatmap`."""
+The drawing itself is `ragmatrix.zelo.heatmap`."""
 
 from __future__ import annotations
 

@@ -28,12 +28,12 @@ import asyncio
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 if TYPE_CHECKING:
-    from ragmatrix.models.protocols import Judge
+    from ragmatrix.models.protocols import ChatModel, Judge, Retriever
 
 Combine = Literal["vote", "zbench_vote", "mean"]
 COMBINE_RULES: tuple[Combine, ...] = ("vote", "zbench_vote", "mean")
@@ -209,16 +209,30 @@ class CaseJudge(Protocol):
 
 
 class LLMJudge:
-    def __init__(self, model: Any, instruction: str, query: str, documents: Sequence[str]) -> None:
+    """An LLM asked `messages(a, b)` for documents a and b as shown (by default `judge_messages`
+    of the instruction, the query and the two documents)."""
+
+    def __init__(
+        self,
+        model: ChatModel,
+        instruction: str,
+        query: str,
+        documents: Sequence[str],
+        messages: Callable[[int, int], Messages] | None = None,
+    ) -> None:
         self.model = model
         self.id = str(model.id)
         self.instruction = instruction
         self.query = query
         self.documents = list(documents)
+        self.messages = messages or self._messages
         self.setup_calls = 0
 
+    def _messages(self, a: int, b: int) -> Messages:
+        return judge_messages(self.instruction, self.query, self.documents[a], self.documents[b])
+
     async def judge(self, a: int, b: int) -> Judgement:
-        messages = judge_messages(self.instruction, self.query, self.documents[a], self.documents[b])
+        messages = self.messages(a, b)
         answer = await self.model.achat(messages)
         verdict = parse_verdict(answer)
         if verdict.problem is None:
@@ -239,7 +253,7 @@ class SimilarityJudge:
     divided by the case's largest score, so that every difference lies in [-1, 1].
     """
 
-    def __init__(self, model: Any, query: str, documents: Sequence[str]) -> None:
+    def __init__(self, model: Retriever, query: str, documents: Sequence[str]) -> None:
         self.id = str(model.id)
         self.similarities = [float(s) for s in model.similarities(query, list(documents))]
         self.scale = max([1.0, *(abs(s) for s in self.similarities)])
@@ -291,15 +305,22 @@ def sign(x: float) -> float:
     return float((x > 0) - (x < 0))
 
 
-def judge_for(model: Judge, query: str, documents: Sequence[str], instruction: str) -> CaseJudge:
-    """The judge a model makes for one query: an ensemble, an LLM, or a similarity judge."""
+def judge_for(
+    model: Judge,
+    query: str,
+    documents: Sequence[str],
+    instruction: str,
+    messages: Callable[[int, int], Messages] | None = None,
+) -> CaseJudge:
+    """The judge a model makes for one query: an ensemble, an LLM, or a similarity judge. An
+    LLM is asked `messages(a, b)` (by default `judge_messages`) for each pair as shown."""
     from ragmatrix.models.protocols import ChatModel, JudgeEnsemble, Retriever
 
     if isinstance(model, JudgeEnsemble):
-        judges = [judge_for(m, query, documents, instruction) for m in model.members]
+        judges = [judge_for(m, query, documents, instruction, messages) for m in model.members]
         return EnsembleJudge(model.id, judges, cast(Combine, model.combine))
     if isinstance(model, ChatModel):
-        return LLMJudge(model, instruction, query, documents)
+        return LLMJudge(model, instruction, query, documents, messages)
     if isinstance(model, Retriever):
         return SimilarityJudge(model, query, documents)
     raise TypeError(f"model '{getattr(model, 'id', model)}' cannot judge pairs")

@@ -10,17 +10,19 @@
   shape with embeddings per second beside the cost figures.
 """
 
-from ragmatrix.families.base import Family, Headline
 from ragmatrix.families.code_retrieval import report
 from ragmatrix.families.code_retrieval.query_file import expand_query_file
 from ragmatrix.families.code_retrieval.retrieval import (
     SCORING_VERSION,
-    CodeRetrievalCase,
     check,
     corpus_fingerprint,
+    first_texts,
     score,
     search,
 )
+from ragmatrix.families.code_retrieval.schema import CodeRetrievalCase
+from ragmatrix.family import Family
+from ragmatrix.tables import Headline
 
 __all__ = ["FAMILY", "score", "search"]
 
@@ -37,7 +39,7 @@ FAMILY = Family(
     breakdowns=("query_type", "difficulty", "tags"),
     # An embedder's query, embedded with every other query of the run in batches; the corpus
     # is indexed once per model when the first item runs.
-    first_texts=lambda case, model: ([case.input.query], []),
+    first_texts=first_texts,
     case_source=expand_query_file,
     check=check,
     report_sections=(report.section,),

@@ -13,7 +13,8 @@ Rust embedding benchmark's table, under the family's tables in the terminal and 
   (`rust_tool`), overall and for code and doc queries, so that its published tables can be set
   beside a run.
 
-The report's machinery is imported when these run, never when the family is loaded.
+They are written with the report's data types (`ragmatrix.tables`, `ragmatrix.blocks`,
+`ragmatrix.cost.figures`), never with the report itself.
 """
 
 from __future__ import annotations
@@ -22,8 +23,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from ragmatrix.blocks import Block, Bullets, Heading, Paragraph, Table, aligned
+from ragmatrix.cost.figures import FamilyCosts
 from ragmatrix.families.code_retrieval import rust_tool
 from ragmatrix.keys import canonical_json
+from ragmatrix.rows import Row
+from ragmatrix.tables import FamilyTable
 
 # A model that never reads this share of its chunks' tokens, or more, gets a warning.
 UNREAD_WARNING = 0.05
@@ -66,7 +71,7 @@ class Truncation:
         )
 
 
-def truncation(table: Any) -> list[Truncation]:
+def truncation(table: FamilyTable) -> list[Truncation]:
     """Per model and chunking, the truncation of the chunks its rows were ranked over; models
     without a token limit (BM25, or a tokenizer that cannot be read) are left out."""
     indexes: dict[tuple[str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
@@ -108,8 +113,8 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def tool_lines(table: Any) -> list[ToolLine]:
-    groups: dict[tuple[str, str], list[Any]] = defaultdict(list)
+def tool_lines(table: FamilyTable) -> list[ToolLine]:
+    groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for row in table.rows:
         if row.scored_iterations():
             groups[(row.model, row.variant or "-")].append(row)
@@ -190,10 +195,8 @@ _TRUNCATION_HEADER = ["model", "chunking", "reads (tokens)", "chunks", "cut", "c
 _TOOL_HEADER = ["model", "chunking", "queries", "with answer", *[name for name, _ in _TOOL_COLUMNS]]
 
 
-def terminal_notes(table: Any) -> list[str]:
+def terminal_notes(table: FamilyTable) -> list[str]:
     """The truncation table and its warnings, and the Rust tool's table, for the terminal."""
-    from ragmatrix.report.terminal import aligned
-
     out: list[str] = []
     cuts = truncation(table)
     if cuts:
@@ -207,11 +210,9 @@ def terminal_notes(table: Any) -> list[str]:
     return out
 
 
-def section(table: Any, images: list[str]) -> list[Any]:
+def section(table: FamilyTable, images: list[str]) -> list[Block]:
     """The same two tables for the report."""
-    from ragmatrix.report.document import Bullets, Heading, Paragraph, Table
-
-    blocks: list[Any] = []
+    blocks: list[Block] = []
     cuts = truncation(table)
     if cuts:
         blocks += [
@@ -253,10 +254,8 @@ COLUMNS = (
 )
 
 
-def speed_table(table: Any, costs: Any) -> list[Any]:
+def speed_table(table: FamilyTable, costs: FamilyCosts) -> list[Block]:
     """Per model and chunking: the file- and answer-level means and the embeddings per second."""
-    from ragmatrix.report.document import Heading, Paragraph, Table
-
     lines = table.metrics_by_variant or table.metrics
     if not lines:
         return []

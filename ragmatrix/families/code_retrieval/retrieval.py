@@ -27,24 +27,24 @@ case that names a file the corpus lacks is a problem line, not an error row.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from typing import TYPE_CHECKING, Any
 
 from ragmatrix.case import CaseInputError
 from ragmatrix.context import RunContext, current
 from ragmatrix.families.code_retrieval import rust_tool
 from ragmatrix.families.code_retrieval.chunking import Chunk, Chunking, chunk_corpus
-from ragmatrix.families.code_retrieval.corpus import Corpus, CorpusSpec, session_corpus
+from ragmatrix.families.code_retrieval.corpus import Corpus, session_corpus
+from ragmatrix.families.code_retrieval.schema import UNSPECIFIED, AnswerRegion, CodeItem
 from ragmatrix.keys import canonical_json
 from ragmatrix.outcome import Outcome
 from ragmatrix.stats.metrics import hit_at_k, mrr_at_k, ranking_metrics
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from ragmatrix.models.protocols import DocumentIndex, Model, Retriever
 
 # Bump when scoring, chunking or the BM25 tokenizer changes: stored results are then recomputed.
 # 2: semantic chunks capped (SEMANTIC_CAP), expected files by suffix, answer regions.
@@ -56,12 +56,6 @@ TOP_K = 10  # ranked files and chunks kept in each row, and the k of the @10 met
 # Files a doc query ranks under `search: by_type` (the Rust embedding benchmark's list, and
 # .markdown); every other file is code.
 DOC_EXTENSIONS = frozenset({".md", ".markdown", ".rst", ".txt", ".adoc"})
-# Difficulty levels, and the names the Rust embedding benchmark writes for them.
-DIFFICULTIES = ("easy", "medium", "hard", "extra_hard")
-_DIFFICULTY_NAMES = {"simple": "easy", "extrahard": "extra_hard", "extra-hard": "extra_hard"}
-# A query type or difficulty the case does not give: rows then carry none, and the
-# leaderboard's breakdowns leave the case out of that breakdown.
-UNSPECIFIED: Literal["unspecified"] = "unspecified"
 
 
 def is_doc(path: str) -> bool:
@@ -69,114 +63,10 @@ def is_doc(path: str) -> bool:
     return dot > path.rfind("/") and path[dot:].lower() in DOC_EXTENSIONS
 
 
-class CodeQuery(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    corpus: CorpusSpec
-    chunking: Chunking  # a dict of named strategies in the YAML: one variant each
-    query: str = Field(min_length=1)
-    # asks for code, or for what its docs say
-    query_type: Literal["code", "doc", "unspecified"] = UNSPECIFIED
-    difficulty: Literal["easy", "medium", "hard", "extra_hard", "unspecified"] = UNSPECIFIED
-    # all: rank every chunk; by_type: a code query ranks code files, a doc query documentation
-    search: Literal["all", "by_type"] = "all"
-
-    @model_validator(mode="after")
-    def typed_when_by_type(self) -> CodeQuery:
-        if self.search == "by_type" and self.query_type == UNSPECIFIED:
-            raise ValueError("search: by_type needs a query_type (code or doc)")
-        return self
-
-    @field_validator("query_type", "difficulty", mode="before")
-    @classmethod
-    def lower_case(cls, value: Any) -> Any:
-        """`Code`, `Doc`, `Simple` ... `ExtraHard` as the Rust embedding benchmark writes them."""
-        if not isinstance(value, str):
-            return value
-        value = value.strip().lower()
-        return _DIFFICULTY_NAMES.get(value, value)
-
-
-_SPAN = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
-
-
-def parse_span(value: object) -> tuple[int, int]:
-    """`"120-140"`, `120` or `[120, 140]` as a 1-based inclusive line range."""
-    if isinstance(value, list | tuple) and len(value) == 2 and all(type(v) is int for v in value):
-        value = f"{value[0]}-{value[1]}"
-    match = _SPAN.match(str(value)) if isinstance(value, int | str) and not isinstance(value, bool) else None
-    if match is None:
-        raise ValueError(f"line range {value!r}: write it as 'start-end', [start, end] or one line number")
-    start = int(match.group(1))
-    end = int(match.group(2) or start)
-    if start < 1 or end < start:
-        raise ValueError(f"line range {value!r}: lines start at 1 and the end comes after the start")
-    return start, end
-
-
-class AnswerRegion(BaseModel):
-    """One place the answer may be (the Rust embedding benchmark's `answer_regions`): a chunk
-    matches when it contains one of `keywords` (if given) and overlaps `lines` (if given), and
-    comes from a file whose path contains `file_pattern`, or, with no pattern, from an expected
-    file. A region with neither keywords nor lines matches nothing, as in that tool."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    keywords: list[str] = Field(default_factory=list)
-    lines: tuple[int, int] | None = None
-    file_pattern: str | None = None
-
-    @field_validator("lines", mode="before")
-    @classmethod
-    def span(cls, value: Any) -> Any:
-        return None if value is None else parse_span(value)
-
-
-class CodeExpected(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    expected_files: list[str] = Field(min_length=1)  # relative to the corpus root, or a unique suffix
-    answer_keywords: list[str] = Field(default_factory=list)  # case-sensitive
-    answer_lines: dict[str, list[tuple[int, int]]] = Field(default_factory=dict)  # file -> line ranges
-    # Where given, these alone say where the answer is (any region); [] means no answer ground truth.
-    answer_regions: list[AnswerRegion] | None = None
-
-    @field_validator("answer_lines", mode="before")
-    @classmethod
-    def spans(cls, value: Any) -> Any:
-        if not isinstance(value, dict):
-            return value
-        return {
-            path: [parse_span(s) for s in (spans if isinstance(spans, list) else [spans])]
-            for path, spans in value.items()
-        }
-
-    @model_validator(mode="after")
-    def answer_named(self) -> CodeExpected:
-        if self.answer_regions is None and not self.answer_keywords and not self.answer_lines:
-            raise ValueError("give answer_keywords or answer_lines (or both), or answer_regions")
-        if self.answer_regions is not None and (self.answer_keywords or self.answer_lines):
-            raise ValueError("give answer_regions, or answer_keywords and answer_lines, not both")
-        stray = [path for path in self.answer_lines if path not in self.expected_files]
-        if stray:
-            raise ValueError(f"answer_lines names {stray[0]}, which is not in expected_files")
-        return self
-
-    @property
-    def has_answers(self) -> bool:
-        return self.answer_regions != []
-
-
-class CodeRetrievalCase(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    input: CodeQuery
-    expected: CodeExpected
-
-
 # --- the corpus and its index, once per run -----------------------------------------------------
 
 
-def corpus_of(case: Any) -> Corpus:
+def corpus_of(case: CodeItem) -> Corpus:
     """The case's corpus, listed once per run; a missing path, package or file is one line
     naming the case."""
     try:
@@ -185,12 +75,12 @@ def corpus_of(case: Any) -> Corpus:
         raise CaseInputError(f"case '{case.name}': {error}") from None
 
 
-def corpus_fingerprint(case: Any) -> str:
+def corpus_fingerprint(case: CodeItem) -> str:
     """The md5 of the corpus files' relative paths and contents: part of the result key."""
     return corpus_of(case).fingerprint
 
 
-def resolve_expected(case: Any, corpus: Corpus) -> tuple[dict[str, str], list[str]]:
+def resolve_expected(case: CodeItem, corpus: Corpus) -> tuple[dict[str, str], list[str]]:
     """Each expected file's path in the corpus (names may be unique suffixes), and a line for
     each name that is missing, ambiguous, or of the wrong type for a `by_type` search."""
     return resolve_files(case.expected.expected_files, corpus, case.input.search, case.input.query_type)
@@ -215,7 +105,7 @@ def resolve_files(names: list[str], corpus: Corpus, search: str, query_type: str
     return resolved, problems
 
 
-def check(case: Any) -> list[str]:
+def check(case: CodeItem) -> list[str]:
     """Problems of a case that show at collection: its expected files against its corpus. A
     corpus that cannot be read is left to the run, which records it as the item's error."""
     try:
@@ -228,9 +118,9 @@ def check(case: Any) -> list[str]:
 @dataclass(frozen=True)
 class Index:
     chunks: list[Chunk]
-    scorer: Any  # model.index_documents(texts): .score(queries) -> queries x chunks
+    scorer: DocumentIndex  # model.index_documents(texts): .score(queries) -> queries x chunks
     stats: dict[str, Any]
-    model: Any = None  # kept alive with its index, so that its id stays its own
+    model: Retriever | None = None  # kept alive with its index, so that its id stays its own
 
     @cached_property
     def file_ids(self) -> tuple[list[str], np.ndarray]:
@@ -272,7 +162,7 @@ def chunks_of(corpus: Corpus, chunking: Chunking) -> list[Chunk]:
     return cut[key]
 
 
-def index_of(model: Any, corpus: Corpus, chunking: Chunking) -> Index:
+def index_of(model: Retriever, corpus: Corpus, chunking: Chunking) -> Index:
     """The chunks indexed by the model (embedded, for an embedder) once per run. The index
     scores queries through the model it was built with, so it is kept per model object."""
     built = current().part(Indexes).indexes
@@ -287,7 +177,7 @@ def index_of(model: Any, corpus: Corpus, chunking: Chunking) -> Index:
     return built[key]
 
 
-def _stats(model: Any, chunks: list[Chunk], texts: list[str], chunking: Chunking) -> dict[str, Any]:
+def _stats(model: Retriever, chunks: list[Chunk], texts: list[str], chunking: Chunking) -> dict[str, Any]:
     """How many chunks, their code sizes against the cap, and their tokens against the model's
     limit (the tokens past it are never read)."""
     sizes = sorted(len("".join(c.body.split())) for c in chunks)
@@ -336,7 +226,12 @@ class Ranking:
     expected: dict[str, str] | None = None  # expected file name -> its path in the corpus
 
 
-def search(model: Any, case: Any) -> Ranking:
+def first_texts(case: CodeItem, model: Model) -> tuple[list[str], list[str]]:
+    """What an embedder's item embeds: the query (the corpus is indexed apart, once per model)."""
+    return [case.input.query], []
+
+
+def search(model: Retriever, case: CodeItem) -> Ranking:
     """Rank the chunks of the case's corpus for its query (of its type, under `by_type`)."""
     corpus = corpus_of(case)
     resolved, problems = resolve_expected(case, corpus)
@@ -348,7 +243,8 @@ def search(model: Any, case: Any) -> Ranking:
     only: bool | None = None
     if case.input.search == "by_type":
         only = case.input.query_type == "doc"
-    return rank(index, index.scorer.score([case.input.query])[0], only_docs=only, expected=resolved)
+    queries, _ = first_texts(case, model)
+    return rank(index, index.scorer.score(queries)[0], only_docs=only, expected=resolved)
 
 
 def rank(
@@ -377,10 +273,10 @@ def rank(
 # --- scoring -----------------------------------------------------------------------------------
 
 
-def holds_answer(case: Any, chunk: Chunk, expected: dict[str, str] | None = None) -> bool:
+def holds_answer(case: CodeItem, chunk: Chunk, expected: dict[str, str] | None = None) -> bool:
     """Where the case gives answer regions: the chunk matches one of them. Otherwise: it comes
     from an expected file, and its code has a keyword or overlaps the answer lines."""
-    given: CodeExpected = case.expected
+    given = case.expected
     paths = expected if expected is not None else {name: name for name in given.expected_files}
     from_expected = chunk.path in paths.values()
     if given.answer_regions is not None:
@@ -410,7 +306,7 @@ def _in_region(region: AnswerRegion, chunk: Chunk, from_expected: bool) -> bool:
     return region.lines is None or chunk.overlaps(*region.lines)
 
 
-def metrics(case: Any, ranking: Ranking, k: int = TOP_K) -> dict[str, float]:
+def metrics(case: CodeItem, ranking: Ranking, k: int = TOP_K) -> dict[str, float]:
     expected = ranking.expected or {name: name for name in case.expected.expected_files}
     relevant_files = {path: 1.0 for path in expected.values()}
     files = [path for path, _ in ranking.files]
@@ -431,7 +327,7 @@ def metrics(case: Any, ranking: Ranking, k: int = TOP_K) -> dict[str, float]:
 TYPED = ("query_type", "difficulty")
 
 
-def score(case: Any, ranking: Ranking) -> Outcome:
+def score(case: CodeItem, ranking: Ranking) -> Outcome:
     """File-level nDCG@10 is the score; every metric, and the top files and chunks with their
     scores, go into the details, so a failed query can be read off its row. The query type,
     difficulty and tags go there too: the leaderboard breaks results down by them. Beside
@@ -460,7 +356,7 @@ def score(case: Any, ranking: Ranking) -> Outcome:
     details |= {"top_files": top_files, "top_chunks": top_chunks, "index": ranking.stats}
     if case.expected.has_answers:
         details[rust_tool.FIELD] = rust_tool.answer_metrics(case, ranking.chunks, ranking.order, TOP_K)
-    tags = case.metadata.get("tags") if hasattr(case, "metadata") else None
+    tags = case.metadata.get("tags")
     if tags:
         details["tags"] = list(tags) if isinstance(tags, list | tuple) else [str(tags)]
     if case.input.search != "all":

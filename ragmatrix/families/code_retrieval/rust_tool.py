@@ -19,16 +19,16 @@ own chunks is the same code. The tool averages these over the queries that have 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ragmatrix.families.code_retrieval.chunking import Chunk
+from ragmatrix.families.code_retrieval.schema import CodeItem
 from ragmatrix.stats.metrics import hit_at_k, mrr_at_k, ndcg_at_k
 
 FIELD = "rust_tool"  # where a row's iterations hold them
 NAMES = ("answer_ndcg_at_10", "answer_hit_at_1", "answer_hit_at_3", "answer_hit_at_5", "answer_mrr_at_10")
 
 
-def holds_answer(case: Any, chunk: Chunk) -> bool:
+def holds_answer(case: CodeItem, chunk: Chunk) -> bool:
     """Whether the tool would count the chunk as holding the answer: any region matches, in any
     file its `file_pattern` allows (any file, with none)."""
     expected = case.expected
@@ -53,7 +53,7 @@ def holds_answer(case: Any, chunk: Chunk) -> bool:
     )
 
 
-def answer_metrics(case: Any, chunks: Sequence[Chunk], order: Sequence[int], k: int = 10) -> dict[str, float]:
+def answer_metrics(case: CodeItem, chunks: Sequence[Chunk], order: Sequence[int], k: int = 10) -> dict[str, float]:
     """The tool's answer metrics of one query, from the chunks ranked best first."""
     top = list(order[:k])
     found = {i: 1.0 for i in top if holds_answer(case, chunks[i])}

@@ -5,9 +5,10 @@
 - `probes`: sampling, embedding and the Top-Down / Bottom-Up scores.
 """
 
-from ragmatrix.families.base import Family, Headline, Plot
 from ragmatrix.families.rss import report
 from ragmatrix.families.rss.probes import SCORING_VERSION, RssCase, corpus_fingerprint, probe
+from ragmatrix.family import Family, Plot
+from ragmatrix.tables import Headline
 
 __all__ = ["FAMILY", "probe"]
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ragmatrix.case import CaseInputError
+from ragmatrix.case import Case, CaseInputError
 from ragmatrix.families.rss.finesse import FINESSE_VERSION, embedder_tokenizer, finesse_sequences
 from ragmatrix.families.rss.mergers import load_merger, mean_prefixes, merger_fingerprint
 from ragmatrix.families.rss.text_sources import TextSource, load_documents, load_rows, source_fingerprint
@@ -33,6 +33,8 @@ from ragmatrix.outcome import Outcome
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from ragmatrix.models.protocols import Embedder
 
 # Bump when scoring changes: every stored result of this family is then recomputed.
 SCORING_VERSION = 1
@@ -173,12 +175,16 @@ def prefixes(sequence: list[str]) -> list[str]:
     return [" ".join(sequence[: k + 1]) for k in range(len(sequence))]
 
 
+# A case of this family, as its test receives it.
+RssItem = Case[RssInput, dict[str, Any]]
+
+
 # ---- one case ------------------------------------------------------------------------------
 
 
-def corpus_fingerprint(case: Any) -> str:
+def corpus_fingerprint(case: RssItem) -> str:
     """The source's text and the merger's code: both go into the result key."""
-    data: RssInput = case.input
+    data = case.input
     parts = {"source": source_fingerprint(data.source, case.directory)}
     if data.mode == "merger":
         parts["merger"] = merger_fingerprint(data.merger, case.directory)
@@ -195,11 +201,11 @@ class SampleResult:
     synthesis_ms: float | None = None
 
 
-def probe(embedder: Any, case: Any) -> Outcome:
+def probe(embedder: Embedder, case: RssItem) -> Outcome:
     """Run every sample of a case on an embedder and score it."""
     import numpy as np
 
-    data: RssInput = case.input
+    data = case.input
     merge = load_merger(data.merger, case.directory) if data.mode == "merger" and data.merger != "mean" else None
     # Every length is sampled before anything is embedded: a source too small fails at once.
     sequences = _sequences(embedder, case)
@@ -221,9 +227,9 @@ def probe(embedder: Any, case: Any) -> Outcome:
     return summarise(results, data, embedder)
 
 
-def _sequences(embedder: Any, case: Any) -> list[list[str]]:
+def _sequences(embedder: Embedder, case: RssItem) -> list[list[str]]:
     """Every sample of every length, by the case's sampling."""
-    data: RssInput = case.input
+    data = case.input
     if data.sampling == "finesse":
         assert data.chunk_tokens is not None
         rows = load_rows(data.source, case.directory)
@@ -253,7 +259,7 @@ def _syntheses(chunks: np.ndarray, prefix_vectors: list[np.ndarray], data: RssIn
     return np.stack([merge(chunks[: k + 1]) for k in range(len(chunks))])
 
 
-def _time_sample(embedder: Any, sequence: list[str], data: RssInput, merge: Any) -> tuple[float, float]:
+def _time_sample(embedder: Embedder, sequence: list[str], data: RssInput, merge: Any) -> tuple[float, float]:
     """Milliseconds for all of a sample's embedding work, and for its syntheses alone: the
     model's own time, measured once and remembered with the embeddings (see
     `Embedder.timed_embed_documents`)."""
@@ -267,7 +273,7 @@ def _time_sample(embedder: Any, sequence: list[str], data: RssInput, merge: Any)
     return chunks_ms + synthesis_ms, synthesis_ms
 
 
-def summarise(results: list[SampleResult], data: RssInput, embedder: Any) -> Outcome:
+def summarise(results: list[SampleResult], data: RssInput, embedder: Embedder) -> Outcome:
     import numpy as np
 
     from ragmatrix.stats.metrics import bootstrap_interval

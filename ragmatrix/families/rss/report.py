@@ -1,14 +1,18 @@
 """The RSS probes' own part of the report: RSS per item and by sequence length, and its plot.
-The report's machinery is imported when these run, never when the family is loaded."""
+matplotlib is imported when the plot is drawn, never when the family is loaded."""
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+
+from ragmatrix.blocks import Block, Heading, Image, Paragraph, Table
+from ragmatrix.drawing import PlotContext, pyplot, save
+from ragmatrix.rows import Iteration
+from ragmatrix.tables import FamilyTable
 
 PLOT = "rss_by_length.png"
 
@@ -29,22 +33,20 @@ class RssDetails(BaseModel):
         return {length: float(rss) for length, v in self.by_length.items() if (rss := v.get("rss")) is not None}
 
 
-def _details(entry: Any) -> RssDetails:
+def _details(entry: Iteration) -> RssDetails:
     try:
         return RssDetails.model_validate(entry.details)
     except ValueError:
         return RssDetails()  # an older row's shape: nothing to show, nothing to crash on
 
 
-def _by_length(entry: Any) -> dict[int, float]:
+def _by_length(entry: Iteration) -> dict[int, float]:
     """An iteration's mean RSS per sequence length."""
     return _details(entry).rss_by_length()
 
 
-def draw(out_dir: Path, table: Any, context: Any) -> list[Path]:
+def draw(out_dir: Path, table: FamilyTable, context: PlotContext) -> list[Path]:
     """Mean RSS per sequence length: a panel per case, a line per model and mode (variant)."""
-    from ragmatrix.report.plots import pyplot, save
-
     series: dict[str, dict[tuple[str, str], dict[int, list[float]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list))
     )
@@ -89,10 +91,8 @@ def _ms(value: float | int | None) -> str:
     return "-" if value is None else f"{float(value):.1f}"
 
 
-def section(table: Any, images: list[str]) -> list[Any]:
+def section(table: FamilyTable, images: list[str]) -> list[Block]:
     """RSS per item with its interval over samples, and the mean RSS at each length."""
-    from ragmatrix.report.document import Heading, Image, Paragraph, Table
-
     lengths: set[int] = set()
     found = []
     for row in table.rows:
@@ -127,7 +127,7 @@ def section(table: Any, images: list[str]) -> list[Any]:
                 details.device or "-",
             ]
         )
-    blocks: list[Any] = [
+    blocks: list[Block] = [
         Heading(3, "rss_probes: RSS per item, and by sequence length"),
         Paragraph(
             "The interval of an item is a bootstrap over its samples; `L=n` is the mean RSS of the "

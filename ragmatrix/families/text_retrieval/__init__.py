@@ -4,15 +4,17 @@
 - `retrieval`: one case per judged query, the index, the ranking and the graded scores.
 """
 
-from ragmatrix.families.base import Family, Headline
 from ragmatrix.families.text_retrieval.retrieval import (
     SCORING_VERSION,
     TextRetrievalCase,
     dataset_fingerprint,
     expand_dataset,
+    first_texts,
     score,
     search,
 )
+from ragmatrix.family import Family
+from ragmatrix.tables import Headline
 
 __all__ = ["FAMILY", "score", "search"]
 
@@ -27,6 +29,6 @@ FAMILY = Family(
     breakdowns=("dataset", "tags"),
     # An embedder's query, embedded with every other query of the run in batches; the corpus
     # is indexed once per model when the first item runs.
-    first_texts=lambda case, model: ([case.input.query], []),
+    first_texts=first_texts,
     case_source=expand_dataset,
 )

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragmatrix.case import CaseInputError
+from ragmatrix.case import Case, CaseInputError
 from ragmatrix.context import RunContext, current
 from ragmatrix.families.text_retrieval import beir
 from ragmatrix.families.text_retrieval.beir import DatasetSpec
@@ -27,6 +27,8 @@ from ragmatrix.stats.metrics import ranking_metrics
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from ragmatrix.models.protocols import DocumentIndex, Model, Retriever
 
 # Bump when scoring or document text changes: stored results are then recomputed.
 SCORING_VERSION = 1
@@ -51,6 +53,10 @@ class TextRetrievalCase(BaseModel):
     model_config = ConfigDict(extra="forbid")
     input: TextQuery
     expected: TextExpected
+
+
+# A case of this family, as its test receives it.
+TextItem = Case[TextQuery, TextExpected]
 
 
 def _name(query_id: str) -> str:
@@ -93,7 +99,7 @@ def expand_dataset(raw: dict[str, Any], directory: Path) -> tuple[list[dict[str,
     return cases, []
 
 
-def dataset_fingerprint(case: Any) -> str:
+def dataset_fingerprint(case: TextItem) -> str:
     """The md5 of the dataset's files (or of its Hugging Face fingerprints): part of the key."""
     try:
         return beir.judged(case.input.dataset, case.directory).fingerprint
@@ -104,8 +110,8 @@ def dataset_fingerprint(case: Any) -> str:
 @dataclass(frozen=True)
 class Index:
     ids: list[str]
-    scorer: Any
-    model: Any = None  # kept alive with its index, so that its id stays its own
+    scorer: DocumentIndex
+    model: Retriever | None = None  # kept alive with its index, so that its id stays its own
 
 
 MEMO_SIZE = 8
@@ -118,7 +124,7 @@ class Indexes:
         self.built: dict[tuple[int, str], Index] = {}
 
 
-def index_of(model: Any, case: Any) -> Index:
+def index_of(model: Retriever, case: TextItem) -> Index:
     """The corpus indexed by the model, once per run and dataset."""
     built = current().part(Indexes).built
     key = (id(model), dataset_fingerprint(case))
@@ -139,9 +145,15 @@ class Ranking:
     corpus_size: int
 
 
-def search(model: Any, case: Any) -> Ranking:
+def first_texts(case: TextItem, model: Model) -> tuple[list[str], list[str]]:
+    """What an embedder's item embeds: the query (the corpus is indexed apart, once per model)."""
+    return [case.input.query], []
+
+
+def search(model: Retriever, case: TextItem) -> Ranking:
     index = index_of(model, case)
-    return rank(index.ids, index.scorer.score([case.input.query])[0], case.input.query_id)
+    queries, _ = first_texts(case, model)
+    return rank(index.ids, index.scorer.score(queries)[0], case.input.query_id)
 
 
 def rank(ids: list[str], scores: np.ndarray | list[float], query_id: str | None = None, k: int = TOP_K) -> Ranking:
@@ -156,14 +168,14 @@ def rank(ids: list[str], scores: np.ndarray | list[float], query_id: str | None 
     return Ranking([(ids[i], float(values[i])) for i in top], len(ids))
 
 
-def metrics(case: Any, ranking: Ranking, k: int = TOP_K) -> dict[str, float]:
+def metrics(case: TextItem, ranking: Ranking, k: int = TOP_K) -> dict[str, float]:
     qrels = {doc: float(grade) for doc, grade in case.expected.qrels.items()}
     ranked = [doc for doc, _ in ranking.documents]
     values = ranking_metrics(ranked, qrels, k)
     return {name: round(value, 6) for name, value in values.items()}
 
 
-def score(case: Any, ranking: Ranking) -> Outcome:
+def score(case: TextItem, ranking: Ranking) -> Outcome:
     """nDCG@10 is the score; the metrics and the top documents with their grades are details."""
     values = metrics(case, ranking)
     top = [

@@ -1,9 +1,18 @@
 """zELO battles as a benchmark family: a judge battles a case's documents in pairs, and the
 zELO ranking is scored against graded labels. The application itself is `ragmatrix.zelo`."""
 
-from ragmatrix.families.base import Family, Headline, Plot
 from ragmatrix.families.zelo_battles import report
-from ragmatrix.zelo.battles import SCORING_VERSION, ZeloCase, ZeloDetails, battle, first_requests, score
+from ragmatrix.family import Family, Plot
+from ragmatrix.tables import Headline
+from ragmatrix.zelo.battles import (
+    SCORING_VERSION,
+    ZeloCase,
+    ZeloDetails,
+    battle,
+    first_requests,
+    first_texts,
+    score,
+)
 
 __all__ = ["FAMILY", "battle", "score"]
 
@@ -19,8 +28,9 @@ FAMILY = Family(
     details=ZeloDetails,
     report_sections=(report.section,),
     plots=(Plot((report.PATTERN,), report.draw),),
-    # Every judgement an LLM judge (or each member of an ensemble) makes on a first reading.
+    # The case's battle plan (`battle_plan`), which `battle` asks: every judgement an LLM judge
+    # (or each member of an ensemble) makes on a first reading, and the query and documents a
+    # similarity judge embeds once per case.
     first_requests=first_requests,
-    # A similarity judge embeds the query and the documents once per case.
-    first_texts=lambda case, model: ([case.input.query], case.input.texts),
+    first_texts=first_texts,
 )

@@ -1,24 +1,23 @@
 """The zELO battles' own part of the report: each judge's pairwise-preference heatmap for the
-chosen queries. The report's machinery is imported when these run, never when the family is
-loaded."""
+chosen queries. matplotlib is imported when a heatmap is drawn, never when the family is loaded."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
+from ragmatrix.blocks import Block, Heading, Image, Paragraph
+from ragmatrix.drawing import DPI, PlotContext, file_part
+from ragmatrix.tables import FamilyTable
+from ragmatrix.zelo import heatmap
 from ragmatrix.zelo.battles import ZeloDetails, zelo_details
 
 PATTERN = "zelo_heatmap_*.png"
 
 
-def draw(out_dir: Path, table: Any, context: Any) -> list[Path]:
+def draw(out_dir: Path, table: FamilyTable, context: PlotContext) -> list[Path]:
     """The heatmap of each chosen item (`report --heatmap ITEM`), for every model that judged
     it; by default the first item that the most models judged."""
-    from ragmatrix.report import heatmap
-    from ragmatrix.report.plots import DPI, file_part
-
     judged: dict[str, dict[str, ZeloDetails]] = defaultdict(dict)
     for row in table.rows:
         found = next((d for e in row.scored_iterations() if (d := zelo_details(e.details)) is not None), None)
@@ -36,12 +35,10 @@ def draw(out_dir: Path, table: Any, context: Any) -> list[Path]:
     return drawn
 
 
-def section(table: Any, images: list[str]) -> list[Any]:
-    from ragmatrix.report.document import Heading, Image, Paragraph
-
+def section(table: FamilyTable, images: list[str]) -> list[Block]:
     if not images:
         return []
-    blocks: list[Any] = [
+    blocks: list[Block] = [
         Heading(3, "zelo_battles: pairwise preferences"),
         Paragraph(
             "Each judge's K x K preference matrix for one query, sorted by zELO, best first: green means "

@@ -1,4 +1,5 @@
-"""The K x K pairwise-preference matrix of one query, sorted by zELO, as a PNG.
+"""The K x K pairwise-preference matrix of one query, sorted by zELO, as a PNG: drawn by the
+report for the zELO family (`ragmatrix.families.zelo_battles.report`) and by `ragmatrix heatmap`.
 
 Cell (i, j) is the mean preference for document i over document j over every judgement of the
 pair, from -1 (red: j preferred) to 1 (green: i preferred); the matrix is antisymmetric. Pairs

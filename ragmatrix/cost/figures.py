@@ -1,0 +1,103 @@
+"""A model's cost figures in one family, as data: what `ragmatrix.report.cost` computes from the
+cost records and the rows, and what the terminal, the report and a family's cost sections read.
+
+A figure that does not apply, or was never measured, is None: never a 0 that could pass for a
+measurement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ragmatrix.cost.price import Price
+from ragmatrix.cost.record import CostRecord
+
+ALL_FROM_CACHE = "every text came from the embedding cache: no speed was measured"
+NOT_MEASURED = (
+    "no cost measured: its work predates cost records, or came from the caches "
+    "(pytest benchmark --run-all --no-response-cache measures it)"
+)
+
+
+@dataclass(frozen=True)
+class DeviceFigures:
+    """What one model's work cost on one device, in one family."""
+
+    device: str
+    embeddings_per_s: float | None  # texts the model encoded per second of its own encode time
+    peak_memory_mb: float | None  # the process's peak resident memory while the model worked
+    gpu_memory_mb: float | None
+    latency_ms: tuple[float, float] | None  # p50, p95
+    latency_of: str | None  # "query": one query alone; "request": one request, send to answer
+    model_size_mb: float | None
+    parameters: int | None
+    texts: int
+    requests: int
+    first_measured: str | None
+    last_measured: str | None
+    note: str | None = None
+
+    @property
+    def work(self) -> int:
+        return self.texts + self.requests
+
+
+@dataclass
+class ModelCost:
+    model: str
+    devices: list[DeviceFigures] = field(default_factory=list)  # the most measured work first
+    tokens: tuple[int, int] | None = None  # input, output; None for a model that reads no tokens
+    tokens_counted: int = 0  # calls whose tokens were counted here, the server having reported none
+    usd: float | None = None
+    price: Price | None = None
+    price_source: str = "unknown"
+    note: str | None = None
+
+    @property
+    def main(self) -> DeviceFigures | None:
+        return self.devices[0] if self.devices else None
+
+
+@dataclass
+class FamilyCosts:
+    family: str
+    models: dict[str, ModelCost] = field(default_factory=dict)
+    # (model, variant) -> texts per second on the model's main device (code retrieval: chunking)
+    by_variant: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def of(self, model: str) -> ModelCost:
+        return self.models.get(model) or ModelCost(model, note=NOT_MEASURED)
+
+    @property
+    def devices(self) -> list[str]:
+        """The main devices of the table's local models: speeds compare only within one."""
+        found = {cost.main.device for cost in self.models.values() if cost.main and cost.main.device != "remote"}
+        return sorted(found)
+
+
+def device_figures(record: CostRecord) -> DeviceFigures:
+    """One record's figures: its speed, latency quantiles, memory and size."""
+    speed = record.texts / record.encode_s if record.texts and record.encode_s > 0 else None
+    latency: tuple[float, float] | None = None
+    latency_of: str | None = None
+    for histogram, what in ((record.queries, "query"), (record.request_latencies, "request")):
+        p50, p95 = histogram.quantile(0.5), histogram.quantile(0.95)
+        if p50 is not None and p95 is not None:
+            latency, latency_of = (round(p50, 2), round(p95, 2)), what
+            break
+    note = ALL_FROM_CACHE if not record.texts and record.cache_hits and not record.requests else None
+    return DeviceFigures(
+        device=record.device,
+        embeddings_per_s=None if speed is None else round(speed, 2),
+        peak_memory_mb=record.peak_rss_mb,
+        gpu_memory_mb=record.peak_gpu_mb,
+        latency_ms=latency,
+        latency_of=latency_of,
+        model_size_mb=record.model_mb,
+        parameters=record.parameters,
+        texts=record.texts,
+        requests=record.requests,
+        first_measured=record.first_measured,
+        last_measured=record.last_measured,
+        note=note,
+    )
