@@ -185,6 +185,10 @@ class Scheduler:
 
     def _send(self, requests: list[Request]) -> None:
         self.requests_sent += len(requests)
+        if not self.on_worker:  # the controller prints the leaderboard, whose intervals need scipy
+            from ragmatrix import stats
+
+            stats.import_meanwhile()
         with _progress(self.config, len(requests)) as bar:
 
             async def send_all() -> None:

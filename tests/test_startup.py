@@ -80,3 +80,43 @@ def _workers_by_model(lines: list[str]) -> dict[str, set[str]]:
             model = line.split("::")[-1].split("[", 1)[1].split("-", 1)[0]
             found.setdefault(model, set()).add(worker)
     return found
+
+
+WARMED = """
+from ragmatrix import stats
+
+def pytest_sessionfinish(session):
+    with open("warmed.txt", "w") as handle:
+        handle.write(str(stats._warming.is_set()))
+"""
+
+
+def test_the_controller_imports_the_statistics_while_the_llm_answers(bench):
+    write(bench.path / "conftest.py", WARMED)
+    bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-k", "scripted").assert_outcomes(
+        passed=LLM_ITEMS
+    )
+    assert (bench.path / "warmed.txt").read_text() == "True"
+    bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-k", "bow").assert_outcomes(passed=2)
+    assert (bench.path / "warmed.txt").read_text() == "False"  # nothing sent ahead: nothing to overlap
+
+
+def test_the_statistics_import_runs_on_a_thread_while_answers_are_awaited():
+    """The controller starts importing scipy.stats when it sends the LLM requests ahead, so that
+    the leaderboard's intervals at the end do not wait for the import; once, and never twice."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, threading\n"
+        "from ragmatrix import stats\n"
+        "assert 'scipy.stats' not in sys.modules\n"
+        "stats.import_meanwhile()\n"
+        "stats.import_meanwhile()\n"
+        "threads = [t for t in threading.enumerate() if t.name == 'ragmatrix-import-scipy']\n"
+        "assert len(threads) <= 1, threads\n"
+        "import scipy.stats\n"  # waits for the thread's import instead of starting another
+        "assert scipy.stats.bootstrap is not None\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr

@@ -8,6 +8,8 @@ libraries it calls, never serves numbers computed by the code before it.
 from __future__ import annotations
 
 import hashlib
+import sys
+import threading
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -36,3 +38,24 @@ def version_of(folder: Path) -> str:
             installed = "absent"
         digest.update(f"{name}=={installed}\0".encode())
     return digest.hexdigest()
+
+
+def import_meanwhile() -> None:
+    """Import scipy.stats on a background thread, once, while the process waits for something
+    else (answers from a server): the leaderboard's intervals need it at the end, and its import
+    costs about a second of CPU that the waiting leaves idle. An import of it elsewhere later
+    waits for this one to finish (Python's import lock) instead of starting again."""
+    if "scipy.stats" in sys.modules or _warming.is_set():
+        return
+    _warming.set()
+    threading.Thread(target=_import_scipy_stats, name="ragmatrix-import-scipy", daemon=True).start()
+
+
+_warming = threading.Event()  # the background import has been started in this process
+
+
+def _import_scipy_stats() -> None:
+    try:
+        import scipy.stats  # noqa: F401
+    except Exception:  # noqa: S110 - the code that needs it imports it again and reports the failure
+        pass
