@@ -19,6 +19,22 @@ from ragmatrix.testing.openai_server import Reply
 LLM_ITEMS = 5  # pathway_yes x2 variants, pathway_no x2, capital_answer
 EMBEDDER_ITEMS = 2  # the explicit cases only, once each: an embedder reads no prompt variant
 ALL_ITEMS = LLM_ITEMS + EMBEDDER_ITEMS
+# Two LLMs that cannot run here: one whose key is not set, one whose server does not answer.
+UNAVAILABLE_MODELS = """
+  - id: needs-key
+    kind: llm
+    litellm: openai/gpt-4o-mini
+    requires_env: [RAGMATRIX_TEST_MISSING_KEY]
+  - id: gone
+    kind: llm
+    litellm: openai/x
+    api_base: http://127.0.0.1:9/v1
+"""
+
+
+def with_unavailable_models(bench, server, monkeypatch) -> None:
+    monkeypatch.delenv("RAGMATRIX_TEST_MISSING_KEY", raising=False)
+    write(bench.path / "benchmark/models.yaml", models_yaml(server.base_url, UNAVAILABLE_MODELS))
 
 
 def rows(pytester: pytest.Pytester, results: str = "benchmark/results") -> list[dict]:
@@ -115,18 +131,7 @@ def test_models_restricts_the_matrix_and_unknown_models_are_one_line(bench, serv
 
 def test_models_that_leaves_every_named_model_out_says_why_and_shows_no_leaderboard(bench, server, monkeypatch):
     run(bench, "--models", "bow").assert_outcomes(passed=EMBEDDER_ITEMS, skipped=1)  # rows of another model
-    extra = """
-  - id: needs-key
-    kind: llm
-    litellm: openai/gpt-4o-mini
-    requires_env: [RAGMATRIX_TEST_MISSING_KEY]
-  - id: gone
-    kind: llm
-    litellm: openai/x
-    api_base: http://127.0.0.1:9/v1
-"""
-    monkeypatch.delenv("RAGMATRIX_TEST_MISSING_KEY", raising=False)
-    write(bench.path / "benchmark/models.yaml", models_yaml(server.base_url, extra))
+    with_unavailable_models(bench, server, monkeypatch)
     result = bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "--models", "needs-key,gone")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
@@ -184,18 +189,7 @@ def test_garbage_answers_are_invalid_not_errors(bench, server):
 
 
 def test_unavailable_models_are_left_out_and_named_in_the_header(bench, server, monkeypatch):
-    extra = """
-  - id: needs-key
-    kind: llm
-    litellm: openai/gpt-4o-mini
-    requires_env: [RAGMATRIX_TEST_MISSING_KEY]
-  - id: gone
-    kind: llm
-    litellm: openai/x
-    api_base: http://127.0.0.1:9/v1
-"""
-    monkeypatch.delenv("RAGMATRIX_TEST_MISSING_KEY", raising=False)
-    write(bench.path / "benchmark/models.yaml", models_yaml(server.base_url, extra))
+    with_unavailable_models(bench, server, monkeypatch)
     result = run(bench, "--collect-only")
     result.stdout.fnmatch_lines(
         [
