@@ -11,11 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ragmatrix.blocks import Block, Bullets, Heading, Image, Paragraph, Table
-    from ragmatrix.case import Case, CaseInputError
     from ragmatrix.cost.figures import FamilyCosts
-    from ragmatrix.drawing import PlotContext
-    from ragmatrix.family import Family, Plot
     from ragmatrix.models.client import ModelError
     from ragmatrix.models.protocols import (
         ChatModel,
@@ -28,37 +24,41 @@ if TYPE_CHECKING:
     )
     from ragmatrix.models.providers import provider
     from ragmatrix.models.spec import ModelSpec
-    from ragmatrix.outcome import Outcome
-    from ragmatrix.tables import FamilyTable, Headline
+    from ragmatrix.seam.blocks import Block, Bullets, Heading, Image, Paragraph, Table
+    from ragmatrix.seam.case import Case, CaseInputError
+    from ragmatrix.seam.drawing import PlotContext
+    from ragmatrix.seam.family import Family, Plot
+    from ragmatrix.seam.outcome import Outcome
+    from ragmatrix.seam.tables import FamilyTable, Headline
 
 # Each public name and the module that defines it. A family's descriptor and its callbacks are
 # typed with these: the case, the models, the family's table, the report blocks, the plot
 # context and the cost figures.
 _HOMES = {
-    "Block": "ragmatrix.blocks",
-    "Bullets": "ragmatrix.blocks",
-    "Case": "ragmatrix.case",
-    "CaseInputError": "ragmatrix.case",
+    "Block": "ragmatrix.seam.blocks",
+    "Bullets": "ragmatrix.seam.blocks",
+    "Case": "ragmatrix.seam.case",
+    "CaseInputError": "ragmatrix.seam.case",
     "ChatModel": "ragmatrix.models.protocols",
     "Embedder": "ragmatrix.models.protocols",
-    "Family": "ragmatrix.family",
+    "Family": "ragmatrix.seam.family",
     "FamilyCosts": "ragmatrix.cost.figures",
-    "FamilyTable": "ragmatrix.tables",
-    "Heading": "ragmatrix.blocks",
-    "Headline": "ragmatrix.tables",
-    "Image": "ragmatrix.blocks",
+    "FamilyTable": "ragmatrix.seam.tables",
+    "Heading": "ragmatrix.seam.blocks",
+    "Headline": "ragmatrix.seam.tables",
+    "Image": "ragmatrix.seam.blocks",
     "Judge": "ragmatrix.models.protocols",
     "Messages": "ragmatrix.models.protocols",
     "Model": "ragmatrix.models.protocols",
     "ModelError": "ragmatrix.models.client",
     "ModelSpec": "ragmatrix.models.spec",
-    "Outcome": "ragmatrix.outcome",
-    "Paragraph": "ragmatrix.blocks",
-    "Plot": "ragmatrix.family",
+    "Outcome": "ragmatrix.seam.outcome",
+    "Paragraph": "ragmatrix.seam.blocks",
+    "Plot": "ragmatrix.seam.family",
     "PrefetchingChatModel": "ragmatrix.models.protocols",
-    "PlotContext": "ragmatrix.drawing",
+    "PlotContext": "ragmatrix.seam.drawing",
     "Retriever": "ragmatrix.models.protocols",
-    "Table": "ragmatrix.blocks",
+    "Table": "ragmatrix.seam.blocks",
     "provider": "ragmatrix.models.providers",
 }
 

@@ -95,10 +95,10 @@ def run_finesse(database: Path, model_path: str, mode: str) -> tuple[list[list[s
 
 
 def run_ours(database: Path, mode: str) -> tuple[list[list[str]], list[float]]:
-    from ragmatrix.cases import expand_case
     from ragmatrix.families.rss import probes
     from ragmatrix.models.registry import Registry
     from ragmatrix.models.spec import ModelSpec
+    from ragmatrix.suite.loader import expand_case
 
     raw = {
         "case": "finesse_check",

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from project import RAG_TEST_MODULE, SMALL_CASES, models_yaml, write
 
-from ragmatrix.context import RunContext, start_run
+from ragmatrix.foundations.context import RunContext, start_run
 from ragmatrix.models import aio
 from ragmatrix.testing.openai_server import OpenAIServer
 
@@ -30,7 +30,7 @@ import_litellm()
 
 @pytest.fixture
 def fresh_run(tmp_path) -> Iterator[RunContext]:
-    """A run of the test's own (`ragmatrix.context`), rooted at its temporary folder: nothing
+    """A run of the test's own (`ragmatrix.foundations.context`), rooted at its temporary folder: nothing
     another test's code remembered (corpora, indexes, registries) is seen, and its end closes
     what it made."""
     with start_run(tmp_path) as run:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ragmatrix.cases import load_suite
-from ragmatrix.keys import canonical_json, md5_of, result_key
+from ragmatrix.foundations.keys import canonical_json, md5_of, result_key
+from ragmatrix.suite.loader import load_suite
 
 FAMILIES = ["rag_interpretation", "toy"]
 
@@ -205,7 +205,7 @@ def test_prompt_variants_collapse_for_models_that_read_no_prompt(tmp_path):
             expected: {answer: "yes"}
         """,
     )
-    from ragmatrix.cases import without_prompts
+    from ragmatrix.suite.loader import without_prompts
 
     cases = suite.cases["rag_interpretation"]
     assert [c.id for c in cases] == [

@@ -8,7 +8,6 @@ import textwrap
 import pytest
 from pydantic import ValidationError
 
-from ragmatrix.context import start_run
 from ragmatrix.families.code_retrieval.chunking import (
     Chunk,
     Chunking,
@@ -20,6 +19,7 @@ from ragmatrix.families.code_retrieval.chunking import (
     markdown_sections,
 )
 from ragmatrix.families.code_retrieval.corpus import Corpus, SourceFile, stdlib_root
+from ragmatrix.foundations.context import start_run
 
 SEMANTIC = Chunking(strategy="semantic")
 

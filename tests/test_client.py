@@ -13,7 +13,7 @@ import time
 import pytest
 from project import server_spec
 
-from ragmatrix.cache import SqliteCache
+from ragmatrix.foundations.cache import SqliteCache
 from ragmatrix.models import aio
 from ragmatrix.models.chat import MAX_ANSWER_CHARS, ChatModel
 from ragmatrix.models.client import ModelError, Throttle

@@ -14,13 +14,11 @@ import pytest
 import yaml
 from project import REPO, assert_outcomes, write
 
-from ragmatrix.case import CaseInputError
-from ragmatrix.cases import expand_case
-from ragmatrix.context import start_run
 from ragmatrix.families import all_families
 from ragmatrix.families.code_retrieval import retrieval as code_retrieval
 from ragmatrix.families.code_retrieval.chunking import Chunk
 from ragmatrix.families.code_retrieval.corpus import CorpusSpec, corpora, list_files, load_corpus, locate, stdlib_root
+from ragmatrix.foundations.context import start_run
 from ragmatrix.models.bm25 import BM25Retriever, code_tokens
 from ragmatrix.models.embedding_cache import EmbeddingCache
 from ragmatrix.models.lexical import HashingBagOfWords
@@ -28,7 +26,9 @@ from ragmatrix.models.models_file import ModelSet
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.report.aggregate import aggregate
 from ragmatrix.report.terminal import metric_tables
-from ragmatrix.rows import Row
+from ragmatrix.results.rows import Row
+from ragmatrix.seam.case import CaseInputError
+from ragmatrix.suite.loader import expand_case
 
 DATA_FILE = REPO / "benchmark" / "data" / "code_retrieval_data.yaml"
 

@@ -18,7 +18,7 @@ from ragmatrix.report.aggregate import aggregate
 from ragmatrix.report.content import Context, Plots, build
 from ragmatrix.report.document import markdown
 from ragmatrix.report.terminal import render
-from ragmatrix.rows import Row
+from ragmatrix.results.rows import Row
 
 
 def case(**expected: Any) -> Any:

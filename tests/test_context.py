@@ -8,10 +8,10 @@ import stat
 
 import pytest
 
-from ragmatrix import secrets
-from ragmatrix.atomic_write import write_atomically
-from ragmatrix.context import current, start_run
 from ragmatrix.families import all_families, register
+from ragmatrix.foundations import secrets
+from ragmatrix.foundations.atomic_write import write_atomically
+from ragmatrix.foundations.context import current, start_run
 from ragmatrix.models.registry import run_registry
 
 

@@ -133,7 +133,7 @@ def test_merging_folders_combines_new_measurements_and_never_counts_one_twice(tm
 
 
 def test_ragmatrix_merge_carries_the_cost_records(tmp_path):
-    from ragmatrix.merge import merge_stores
+    from ragmatrix.results.merge import merge_stores
 
     for name, texts in (("a", 10), ("b", 20)):
         (tmp_path / name).mkdir()
@@ -328,15 +328,15 @@ def stored_row(family: str, model: str, item: str, score: float, **details) -> d
 
 def table_of(family: str, rows: list[dict]):
     from ragmatrix.report.aggregate import aggregate
-    from ragmatrix.rows import Row
+    from ragmatrix.results.rows import Row
 
     (table,) = aggregate({family: [Row.model_validate(r) for r in rows]}, all_families()).families
     return table
 
 
 def test_the_rss_section_shows_finesses_latencies_under_finesses_names():
-    from ragmatrix.blocks import Table
     from ragmatrix.families.rss.report import section
+    from ragmatrix.seam.blocks import Table
 
     details = {"mode": "native", "by_length": {"4": {"rss": 300.0}}, "device": "cpu: X"}
     details["latency_ms"] = {"total": 12.345, "synthesis": 4.5, "timed_samples_per_length": 2}
@@ -347,9 +347,9 @@ def test_the_rss_section_shows_finesses_latencies_under_finesses_names():
 
 
 def test_the_code_retrieval_section_is_the_rust_tools_table_with_embeddings_per_second():
-    from ragmatrix.blocks import Table
     from ragmatrix.families.code_retrieval.report import speed_table
     from ragmatrix.report.cost import family_costs
+    from ragmatrix.seam.blocks import Table
 
     rows = []
     for chunking, score in (("line", 0.5), ("semantic", 1.0)):

@@ -155,7 +155,7 @@ def test_tokens_a_server_does_not_report_are_counted_and_marked_so(bench, server
 def test_an_evaluators_tokens_are_not_charged_to_the_model_it_checks():
     from ragmatrix.models.usage import Usage
     from ragmatrix.report.cost import token_totals
-    from ragmatrix.rows import Row
+    from ragmatrix.results.rows import Row
 
     item, evaluator = Usage(), Usage()
     item.add({"prompt_tokens": 10, "completion_tokens": 2}, None, cached=False)

@@ -40,7 +40,7 @@ def score(case, vector):
 
 
 def section(table, images):
-    from ragmatrix.blocks import Paragraph
+    from ragmatrix.seam.blocks import Paragraph
 
     return [Paragraph(f"echo: {len(table.rows)} echoes checked")]
 

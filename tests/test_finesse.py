@@ -8,14 +8,14 @@ import json
 import numpy as np
 import pytest
 
-from ragmatrix.case import CaseInputError
-from ragmatrix.cases import expand_case
 from ragmatrix.families.rss import probes as rss
 from ragmatrix.families.rss.finesse import Tokenizer, chunk_of, embedder_tokenizer, finesse_sequences
 from ragmatrix.families.rss.text_sources import TextSource, load_documents, load_rows
 from ragmatrix.models.embedding_cache import EmbeddingCache
 from ragmatrix.models.lexical import HashingBagOfWords
 from ragmatrix.models.spec import ModelSpec
+from ragmatrix.seam.case import CaseInputError
+from ragmatrix.suite.loader import expand_case
 
 # A tokenizer whose tokens are whitespace words, so expectations can be worked out by hand.
 WORDS = Tokenizer(count=lambda text: len(text.split()), cut=lambda text, n: " ".join(text.split()[:n]))
@@ -153,7 +153,7 @@ def test_minilm_samples_in_its_own_tokens_and_merger_mode_sees_chunks_through_th
 def test_the_shipped_leaderboard_case_file_validates_and_is_not_collected_by_default():
     from project import REPO
 
-    from ragmatrix.cases import load_suite
+    from ragmatrix.suite.loader import load_suite
 
     suite = load_suite(REPO / "benchmark" / "extra", ["rss_probes"], root=REPO)
     assert not suite.problems, [p.line() for p in suite.problems]

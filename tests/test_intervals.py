@@ -6,7 +6,7 @@ import pytest
 
 from ragmatrix.families import all_families
 from ragmatrix.report.aggregate import aggregate
-from ragmatrix.rows import Row
+from ragmatrix.results.rows import Row
 from ragmatrix.stats.intervals import interval
 from ragmatrix.stats.metrics import bootstrap_interval, cluster_bootstrap_interval
 

@@ -12,7 +12,7 @@ import time
 import pytest
 from project import assert_outcomes
 
-from ragmatrix.store import ResultStore
+from ragmatrix.results.store import ResultStore
 
 ALL_ITEMS = 7  # 5 LLM items and 2 embedder items (see test_plugin.py)
 

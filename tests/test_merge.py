@@ -12,9 +12,9 @@ import pytest
 from project import REPO, assert_outcomes
 
 from ragmatrix.cli import main
-from ragmatrix.merge import merge_stores
-from ragmatrix.rows import Row
-from ragmatrix.store import ResultStore
+from ragmatrix.results.merge import merge_stores
+from ragmatrix.results.rows import Row
+from ragmatrix.results.store import ResultStore
 
 # What differs between two runs of the same item: when and how fast it ran, and whether the
 # answer came from the response cache.

@@ -13,7 +13,7 @@ import json
 import pytest
 from project import models_yaml, server_spec, write
 
-from ragmatrix.cache import SqliteCache
+from ragmatrix.foundations.cache import SqliteCache
 from ragmatrix.models import aio
 from ragmatrix.models.chat import ChatModel
 from ragmatrix.models.client import ModelError

@@ -323,7 +323,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ragmatrix.case import CaseInputError
+from ragmatrix.seam.case import CaseInputError
 from ragmatrix.families import Family, Headline
 
 

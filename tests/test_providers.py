@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Literal
 
 import pytest
 
-from ragmatrix.context import start_run
+from ragmatrix.foundations.context import start_run
 from ragmatrix.models import aio, providers
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.models_file import ModelsFileError, load_models, select_models

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from ragmatrix import pytest_internals
+from ragmatrix.plugin import pytest_internals
 
 PROBE = """
-from ragmatrix import pytest_internals
+from ragmatrix.plugin import pytest_internals
 
 
 def test_probe(request):
@@ -40,7 +40,7 @@ def test_an_xdist_worker_shows_its_queue_of_items(pytester: pytest.Pytester):
 def test_what_the_plugin_reads_through_them(pytester: pytest.Pytester):
     pytester.makepyfile(
         test_read="""
-        from ragmatrix import pytest_internals
+        from ragmatrix.plugin import pytest_internals
 
 
         def test_read(request, tmp_path):

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from project import REPO, write
 
-from ragmatrix.cases import expand_case, load_suite
 from ragmatrix.families import all_families
 from ragmatrix.families.code_retrieval import retrieval as code_retrieval
 from ragmatrix.families.code_retrieval.chunking import Chunk
 from ragmatrix.families.code_retrieval.query_file import expand_query_file, slug
 from ragmatrix.report.aggregate import breakdown_values
-from ragmatrix.rows import Row
+from ragmatrix.results.rows import Row
+from ragmatrix.suite.loader import expand_case, load_suite
 
 CORPUS = {
     "crates/matcher/src/lib.rs": """

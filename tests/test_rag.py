@@ -84,7 +84,7 @@ def test_messages_put_instruction_and_fragments_before_the_question():
 def test_the_shipped_cases_meet_the_coverage_the_family_promises():
     from pathlib import Path
 
-    from ragmatrix.cases import load_suite
+    from ragmatrix.suite.loader import load_suite
 
     root = Path(__file__).resolve().parents[1]
     families = [path.stem[len("test_") :] for path in (root / "benchmark").glob("test_*.py")]

@@ -19,13 +19,14 @@ import pytest
 from project import models_yaml, write
 
 import ragmatrix.stats
-from ragmatrix import checksum
 from ragmatrix.cli import main
 from ragmatrix.families import all_families
 from ragmatrix.report import write_report
 from ragmatrix.report.aggregate import aggregate, select
 from ragmatrix.report.aggregate import rank as assign_ranks
-from ragmatrix.rows import Row
+from ragmatrix.results import checksum
+from ragmatrix.results.rows import Row
+from ragmatrix.seam.tables import Comparison, Line, find
 from ragmatrix.stats import code_version
 from ragmatrix.stats.significance import (
     MCNEMAR,
@@ -36,7 +37,6 @@ from ragmatrix.stats.significance import (
     paired_permutation,
     paired_test,
 )
-from ragmatrix.tables import Comparison, Line, find
 from ragmatrix.testing.openai_server import Reply
 
 
@@ -47,7 +47,7 @@ def private_cache(tmp_path_factory, monkeypatch):
 
 
 def row(family: str, model: str, item: str, scores: list[float | None], **extra: Any) -> dict[str, Any]:
-    """A result row as `ragmatrix.runner.build_row` writes it; a None score is an error iteration."""
+    """A result row as `ragmatrix.plugin.runner.build_row` writes it; a None score is an error iteration."""
     details = extra.pop("details", {})
     version = extra.pop("scoring_version", 1)
     entries: list[dict[str, Any]] = []

@@ -9,8 +9,6 @@ import numpy as np
 import pytest
 from project import REPO, assert_outcomes, models_yaml, write
 
-from ragmatrix.case import CaseInputError
-from ragmatrix.cases import expand_case
 from ragmatrix.families.rss import probes as rss
 from ragmatrix.families.rss.mergers import load_merger, mean_prefixes, merger_fingerprint
 from ragmatrix.families.rss.text_sources import TextSource, load_documents, source_fingerprint
@@ -18,6 +16,8 @@ from ragmatrix.models.embedding_cache import EmbeddingCache
 from ragmatrix.models.lexical import HashingBagOfWords
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.models.usage import Usage, current_usage
+from ragmatrix.seam.case import CaseInputError
+from ragmatrix.suite.loader import expand_case
 
 # Hand-computed below: S[i][j] = similarity of synthesis step i to chunk j.
 S = np.array(

@@ -11,7 +11,7 @@ import sys
 import pytest
 from project import REPO, models_yaml, write
 
-from ragmatrix import secrets
+from ragmatrix.foundations import secrets
 from ragmatrix.models.models_file import load_models, select_models
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.testing.openai_server import Reply

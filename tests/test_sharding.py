@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragmatrix.sharding import Shard, parse_shard, split
+from ragmatrix.plugin.sharding import Shard, parse_shard, split
 
 # (model position, model, case, variant): three models, cases with 1 to 4 variants
 ITEMS = [

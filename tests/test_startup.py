@@ -39,7 +39,7 @@ def test_the_plugins_modules_are_imported_without_assertion_rewriting(bench, mon
     loaders = json.loads((bench.path / "loaders.json").read_text())
     assert loaders["test_rag_interpretation"] == "AssertionRewritingHook"  # test modules are rewritten
     plugin_modules = {name: loader for name, loader in loaders.items() if name.startswith("ragmatrix.")}
-    assert {"ragmatrix.hooks", "ragmatrix.runner", "ragmatrix.store"} <= set(plugin_modules)
+    assert {"ragmatrix.plugin.hooks", "ragmatrix.plugin.runner", "ragmatrix.results.store"} <= set(plugin_modules)
     # The entry point module itself is imported by pytest before it can say anything.
     rewritten = sorted(name for name, loader in plugin_modules.items() if loader == "AssertionRewritingHook")
     assert rewritten == ["ragmatrix.plugin"]

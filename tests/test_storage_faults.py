@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 from project import REPO, SMALL_CASES, assert_outcomes, models_yaml, write
 
-from ragmatrix import store as store_module
-from ragmatrix.rows import Row
-from ragmatrix.storage import StorageError
-from ragmatrix.store import ResultStore
+from ragmatrix.foundations.storage import StorageError
+from ragmatrix.results import store as store_module
+from ragmatrix.results.rows import Row
+from ragmatrix.results.store import ResultStore
 
 
 def _namespaces_work() -> bool:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 
-from ragmatrix.rows import Row
-from ragmatrix.store import ResultStore
+from ragmatrix.results.rows import Row
+from ragmatrix.results.store import ResultStore
 
 
 def row(item: str, score: float | None, model: str = "m", test: str = "t", **extra) -> Row:
@@ -142,7 +142,7 @@ def test_a_compact_file_is_neither_rewritten_nor_locked(tmp_path):
 
 
 def test_loading_again_parses_only_the_lines_appended_since(tmp_path, monkeypatch):
-    from ragmatrix import store as store_module
+    from ragmatrix.results import store as store_module
 
     store = ResultStore(tmp_path)
     for item in "abc":

@@ -15,12 +15,12 @@ from types import SimpleNamespace
 import pytest
 from project import REPO, assert_outcomes, write
 
-from ragmatrix.cases import load_suite
 from ragmatrix.families.text_retrieval import beir
 from ragmatrix.families.text_retrieval import retrieval as text_retrieval
 from ragmatrix.models.bm25 import BM25Retriever
 from ragmatrix.models.lexical import HashingBagOfWords
 from ragmatrix.models.spec import ModelSpec
+from ragmatrix.suite.loader import load_suite
 
 BM25 = BM25Retriever(ModelSpec(id="bm25", kind="retriever", builtin="bm25"))
 
@@ -167,7 +167,7 @@ def test_a_hugging_face_dataset_in_mteb_layout_is_read_through_datasets_and_cach
     # a later collection reads the queries and judgements back without importing datasets
     script = (
         "import sys; from pathlib import Path\n"
-        "from ragmatrix.cases import load_suite\n"
+        "from ragmatrix.suite.loader import load_suite\n"
         f"suite = load_suite(Path({str(tmp_path)!r}), ['text_retrieval'])\n"
         "print(len(suite.cases['text_retrieval']), 'datasets' in sys.modules)\n"
     )

@@ -238,7 +238,7 @@ def test_an_embedders_texts_are_embedded_in_one_batch_across_items(bench, server
 
 
 def test_an_embedder_embeds_ahead_one_window_of_texts_at_a_time(bench, server, monkeypatch):
-    from ragmatrix import scheduling
+    from ragmatrix.plugin import scheduling
 
     extra = f"""
   - id: served-embed
@@ -352,7 +352,7 @@ def test_a_progress_bar_counts_the_requests_sent_ahead_on_a_terminal(server, mon
     from ragmatrix.models import aio
     from ragmatrix.models.chat import ChatModel
     from ragmatrix.models.providers.litellm_chat import LitellmChat
-    from ragmatrix.scheduling import Scheduler
+    from ragmatrix.plugin.scheduling import Scheduler
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

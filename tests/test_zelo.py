@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from ragmatrix.cases import expand_case, load_suite
 from ragmatrix.models.lexical import HashingBagOfWords
 from ragmatrix.models.models_file import ModelsFileError, load_models, select_models
 from ragmatrix.models.registry import Registry
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.stats import metrics
+from ragmatrix.suite.loader import expand_case, load_suite
 from ragmatrix.zelo import battles as zelo
 from ragmatrix.zelo.judges import (
     Judgement,

@@ -9,7 +9,7 @@ import json
 import pytest
 from project import assert_outcomes, server_spec, write
 
-from ragmatrix.cache import SqliteCache
+from ragmatrix.foundations.cache import SqliteCache
 from ragmatrix.models.chat import ChatModel
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.providers.ensemble import Ensemble

@@ -79,7 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ragmatrix.cli import CommandError, locate
-    from ragmatrix.context import start_run
+    from ragmatrix.foundations.context import start_run
 
     if args.cycles < 1:
         raise CommandError("--cycles must be at least 1")

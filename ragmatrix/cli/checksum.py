@@ -29,8 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ragmatrix import checksum
     from ragmatrix.cli import CommandError
+    from ragmatrix.results import checksum
 
     directory: Path = args.results_dir
     if not directory.is_dir():

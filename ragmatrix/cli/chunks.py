@@ -49,10 +49,10 @@ def run(args: argparse.Namespace) -> int:
 
     from pydantic import ValidationError
 
-    from ragmatrix.case import CaseInputError
     from ragmatrix.cli import CommandError
     from ragmatrix.families.code_retrieval import listing
     from ragmatrix.families.code_retrieval.chunking import Chunking
+    from ragmatrix.seam.case import CaseInputError
 
     if not args.path.exists():
         raise CommandError(f"{args.path}: no such file or folder")
@@ -85,8 +85,8 @@ def _count_tokens(found: Any, model_id: str, given: Path | None) -> str | None:
     """Each chunk's size in the tokens of a model of the models file, built without loading its
     weights, in a run of the project (its `.env`; no caches) that closes the model at its end."""
     from ragmatrix.cli import CommandError, locate
-    from ragmatrix.context import start_run
     from ragmatrix.families.code_retrieval import listing
+    from ragmatrix.foundations.context import start_run
     from ragmatrix.models.client import ModelError
     from ragmatrix.models.models_file import ModelsFileError, load_models
     from ragmatrix.models.registry import run_registry

@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ragmatrix.cli import CommandError
-    from ragmatrix.merge import merge_stores
+    from ragmatrix.results.merge import merge_stores
 
     try:
         report = merge_stores(args.sources, args.into)

@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ragmatrix.cli import CommandError
     from ragmatrix.cli.locate import NotFound, project_root, results_folder
-    from ragmatrix.context import start_run
+    from ragmatrix.foundations.context import start_run
 
     try:
         results: Path = results_folder(args.results_dir)

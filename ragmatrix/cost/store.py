@@ -18,10 +18,10 @@ from pathlib import Path
 from filelock import FileLock
 from pydantic import ValidationError
 
-from ragmatrix.atomic_write import write_atomically
 from ragmatrix.cost.record import CostRecord, combine_all
-from ragmatrix.storage import writes_to
-from ragmatrix.store import ends_torn, numbered_records
+from ragmatrix.foundations.atomic_write import write_atomically
+from ragmatrix.foundations.jsonl import ends_torn, numbered_records
+from ragmatrix.foundations.storage import writes_to
 
 FOLDER = "costs"
 

@@ -5,10 +5,10 @@ Families come from three sources, in this order (a later one with the same name 
 - the modules and packages of this package that declare `FAMILY = Family(...)`;
 - installed distributions' entry points in the group `ragmatrix.families`, each naming a
   `Family` object (`"toy = mypackage.toy:FAMILY"`);
-- the `pytest_ragmatrix_families` pytest hook (see `ragmatrix.hookspecs`), whose implementations return
+- the `pytest_ragmatrix_families` pytest hook (see `ragmatrix.plugin.hookspecs`), whose implementations return
   lists of `Family`; the plugin registers them when pytest starts.
 
-Each run (`ragmatrix.context`) scans once, on first use, and keeps what the hook registered:
+Each run (`ragmatrix.foundations.context`) scans once, on first use, and keeps what the hook registered:
 a run in the same process after it scans again and starts with no registered families.
 Importing this package imports no family.
 """
@@ -19,8 +19,8 @@ import importlib
 import pkgutil
 from importlib.metadata import entry_points
 
-from ragmatrix.context import RunContext, current
-from ragmatrix.family import Family, Headline, Plot
+from ragmatrix.foundations.context import RunContext, current
+from ragmatrix.seam.family import Family, Headline, Plot
 
 __all__ = ["Family", "Headline", "Plot", "all_families", "family_named", "register"]
 

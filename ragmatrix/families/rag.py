@@ -17,11 +17,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ragmatrix.case import Case
-from ragmatrix.family import Family
 from ragmatrix.models.protocols import ChatModel, Messages, Model, Retriever
-from ragmatrix.outcome import Outcome
-from ragmatrix.tables import Headline
+from ragmatrix.seam.case import Case
+from ragmatrix.seam.family import Family
+from ragmatrix.seam.outcome import Outcome
+from ragmatrix.seam.tables import Headline
 
 # Bump when scoring changes: every stored result of this family is then recomputed.
 # 2: an explicit answer must equal its label after BioChatter's normalisation (`match: exact`);

@@ -1,4 +1,4 @@
-"""The run's event loop for every model call (held by the run's context, `ragmatrix.context`).
+"""The run's event loop for every model call (held by the run's context, `ragmatrix.foundations.context`).
 
 Test functions are synchronous; they hand coroutines to this loop. Keeping a single loop for
 the whole run lets async HTTP clients and per-model semaphores live across tests instead of
@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from ragmatrix.context import current
+from ragmatrix.foundations.context import current
 
 T = TypeVar("T")
 

@@ -14,14 +14,14 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ragmatrix.cache import SqliteCache
 from ragmatrix.cost import timed_request
-from ragmatrix.keys import md5_of
+from ragmatrix.foundations.cache import SqliteCache
+from ragmatrix.foundations.keys import md5_of
+from ragmatrix.foundations.secrets import redact
 from ragmatrix.models import aio
 from ragmatrix.models.client import Breaker, Failure, ModelError, RetryPolicy, Throttle, call
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.models.usage import current_sample, current_usage
-from ragmatrix.secrets import redact
 
 Messages = list[dict[str, str]]
 

@@ -84,7 +84,7 @@ class Embedder:
     def fingerprint(self) -> str:
         """The md5 of the spec's output fingerprint: the cache's model key."""
         if self._fingerprint is None:
-            from ragmatrix.keys import md5_of
+            from ragmatrix.foundations.keys import md5_of
 
             self._fingerprint = md5_of(self.spec.output_fingerprint())
         return self._fingerprint

@@ -15,8 +15,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragmatrix.cache import CACHE_FOLDER, open_database
-from ragmatrix.storage import writes_to
+from ragmatrix.foundations.cache import CACHE_FOLDER, open_database
+from ragmatrix.foundations.storage import writes_to
 
 if TYPE_CHECKING:
     import numpy as np

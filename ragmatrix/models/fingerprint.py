@@ -8,9 +8,9 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from ragmatrix.atomic_write import write_atomically
-from ragmatrix.cache import cache_dir
-from ragmatrix.context import RunContext, current
+from ragmatrix.foundations.atomic_write import write_atomically
+from ragmatrix.foundations.cache import cache_dir
+from ragmatrix.foundations.context import RunContext, current
 
 
 def _remembered(run: RunContext) -> dict[tuple[str, int], str]:

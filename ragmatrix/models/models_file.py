@@ -13,10 +13,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ragmatrix.foundations.secrets import redact, refer_to
+from ragmatrix.foundations.yamlfile import YamlFileError, field_errors, read_yaml
 from ragmatrix.models.providers import error_location, validate
 from ragmatrix.models.spec import FIXTURE_KINDS, ModelSpec
-from ragmatrix.secrets import redact, refer_to
-from ragmatrix.yamlfile import YamlFileError, field_errors, read_yaml
 
 
 @dataclass

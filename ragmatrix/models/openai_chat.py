@@ -19,10 +19,10 @@ import os
 import re
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ragmatrix.foundations.secrets import redact
 from ragmatrix.models import aio
 from ragmatrix.models.client import EmptyAnswer, Failure, is_retryable_status, parse_retry_after
 from ragmatrix.models.spec import expand_env
-from ragmatrix.secrets import redact
 
 if TYPE_CHECKING:
     import aiohttp

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 
-from ragmatrix.context import current
+from ragmatrix.foundations.context import current
 
 
 @contextmanager

@@ -2,7 +2,7 @@
 
 How a model is built is its provider's business (`ModelSpec.build`, see
 `ragmatrix.models.providers`); this class remembers built models and failed loads, and holds the
-caches the providers share. A run (`ragmatrix.context`) has one (`run_registry`), which its end
+caches the providers share. A run (`ragmatrix.foundations.context`) has one (`run_registry`), which its end
 closes.
 """
 
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ragmatrix.context import RunContext
+from ragmatrix.foundations.context import RunContext
+from ragmatrix.foundations.secrets import redact, refer_to
+from ragmatrix.foundations.storage import StorageError
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.spec import ModelSpec
-from ragmatrix.secrets import redact, refer_to
-from ragmatrix.storage import StorageError
 
 if TYPE_CHECKING:
-    from ragmatrix.cache import SqliteCache
+    from ragmatrix.foundations.cache import SqliteCache
     from ragmatrix.models.embedding_cache import EmbeddingCache
     from ragmatrix.models.protocols import Model
 
@@ -60,7 +60,7 @@ class Registry:
         if not self.use_cache:
             return None
         if self._response_cache is None:
-            from ragmatrix.cache import SqliteCache
+            from ragmatrix.foundations.cache import SqliteCache
 
             self._response_cache = SqliteCache("responses")
         return self._response_cache

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from ragmatrix.cost.price import Price
 
 if TYPE_CHECKING:
-    from ragmatrix.cache import SqliteCache
+    from ragmatrix.foundations.cache import SqliteCache
     from ragmatrix.models.embedding_cache import EmbeddingCache
     from ragmatrix.models.protocols import Model
 
@@ -229,12 +229,12 @@ class ModelSpec(BaseModel):
     @property
     def reads_prompts(self) -> bool:
         """LLMs (and ensembles of them) read the prompt wording; embedders and BM25 do not, so
-        prompt variants collapse for them (see `ragmatrix.cases.without_prompts`)."""
+        prompt variants collapse for them (see `ragmatrix.suite.loader.without_prompts`)."""
         return self.kind in ("llm", "ensemble")
 
     def env_names(self) -> set[str]:
         """Every variable this entry refers to: `requires_env`, any `*_env` field, and each
-        `${VAR}` in any field. Their values are secrets (see `ragmatrix.secrets`)."""
+        `${VAR}` in any field. Their values are secrets (see `ragmatrix.foundations.secrets`)."""
         names = set(self.requires_env)
         for name in type(self).model_fields:
             value = getattr(self, name)

@@ -1,13 +1,13 @@
 """The leaderboard report: `benchmark/results/*.jsonl` -> leaderboard.md, leaderboard.html and PNGs.
 
 - `aggregate`: the numbers, once (lines, intervals, paired tests, metrics, breakdowns), as the
-  data of `ragmatrix.tables`;
+  data of `ragmatrix.seam.tables`;
 - `terminal`: the numbers as text for pytest's summary;
 - `content`: what the report says, as blocks; `document`: the blocks as markdown and HTML;
 - `plots`: the plots every family gets; a family's own plots and sections are on its descriptor;
 - `compare`: what changed between two result sets.
 
-The report reads the families through the descriptors it is given (`ragmatrix.family.Family`)
+The report reads the families through the descriptors it is given (`ragmatrix.seam.family.Family`)
 and never looks them up: whoever calls it (the pytest plugin, the command line) passes them.
 Nothing heavy is imported with this package: the terminal summary of a cached run uses it.
 """
@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ragmatrix.family import Family
     from ragmatrix.report.memo import Memo
-    from ragmatrix.rows import Row
-    from ragmatrix.tables import Tables
+    from ragmatrix.results.rows import Row
+    from ragmatrix.seam.family import Family
+    from ragmatrix.seam.tables import Tables
 
 MARKDOWN = "leaderboard.md"
 HTML = "leaderboard.html"
@@ -45,7 +45,7 @@ class Written:
 
 def load(results_dir: Path) -> tuple[dict[str, list[Row]], list[str]]:
     """Every family's rows in a results folder, and the problems found reading them."""
-    from ragmatrix.store import ResultStore
+    from ragmatrix.results.store import ResultStore
 
     loaded = ResultStore(results_dir).load_all()
     problems = [problem for family in loaded.values() for problem in family.problems]
@@ -54,7 +54,7 @@ def load(results_dir: Path) -> tuple[dict[str, list[Row]], list[str]]:
 
 def remembered_stats() -> Memo:
     """The remembered intervals and tests of this checkout (see `ragmatrix.report.memo`)."""
-    from ragmatrix.cache import cache_dir
+    from ragmatrix.foundations.cache import cache_dir
     from ragmatrix.report.memo import Memo
 
     return Memo(cache_dir() / MEMO)
@@ -72,13 +72,13 @@ def write_report(
     """Read the results, write the report into `out_dir`, each family read through its
     descriptor in `families`. `shown_as` names the results folder in the report (default: its
     name); `models_file` prices the LLMs (models.yaml)."""
-    from ragmatrix import checksum
-    from ragmatrix.drawing import PlotContext
+    from ragmatrix.foundations.secrets import redact
     from ragmatrix.report import content, document, leaderboard_json, plots, tradeoff
     from ragmatrix.report.aggregate import aggregate
     from ragmatrix.report.compare import changes
     from ragmatrix.report.cost import load_costs
-    from ragmatrix.secrets import redact
+    from ragmatrix.results import checksum
+    from ragmatrix.seam.drawing import PlotContext
 
     rows, problems = load(results_dir)
     remembered = remembered_stats()

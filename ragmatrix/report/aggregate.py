@@ -1,5 +1,5 @@
 """The leaderboard's numbers, computed once: the terminal summary and the report both render
-what `aggregate` returns (the data classes of `ragmatrix.tables`), so they always agree.
+what `aggregate` returns (the data classes of `ragmatrix.seam.tables`), so they always agree.
 
 Per family:
 - `select` keeps the rows that may share a mean (the newest scoring version; of a model's
@@ -26,12 +26,10 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-from ragmatrix.family import Family
 from ragmatrix.report.memo import Memo
-from ragmatrix.rows import Row
-from ragmatrix.stats.intervals import Interval, interval
-from ragmatrix.stats.significance import ALPHA, PairedTest, fewest_pairs, holm, paired_test, smallest_p
-from ragmatrix.tables import (
+from ragmatrix.results.rows import Row
+from ragmatrix.seam.family import Family
+from ragmatrix.seam.tables import (
     BreakdownLine,
     Comparison,
     FamilyTable,
@@ -43,6 +41,8 @@ from ragmatrix.tables import (
     Tables,
     find,
 )
+from ragmatrix.stats.intervals import Interval, interval
+from ragmatrix.stats.significance import ALPHA, PairedTest, fewest_pairs, holm, paired_test, smallest_p
 
 # Fewer shared cases than this and no paired test is run: "too few shared cases".
 MIN_SHARED_CASES = 2

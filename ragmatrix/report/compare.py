@@ -3,7 +3,7 @@ means that moved beyond their 95% interval."""
 
 from __future__ import annotations
 
-from ragmatrix.tables import Line, Tables
+from ragmatrix.seam.tables import Line, Tables
 
 
 def changes(old: Tables, new: Tables, shown: int = 5) -> list[str]:

@@ -1,4 +1,4 @@
-"""What the report says, as blocks (`ragmatrix.blocks`, rendered by `ragmatrix.report.document`):
+"""What the report says, as blocks (`ragmatrix.seam.blocks`, rendered by `ragmatrix.report.document`):
 the reading guide, the overview, what was left out, and per family its table, paired tests,
 metrics, plots and the family's own sections."""
 
@@ -7,14 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ragmatrix.blocks import Block, Bullets, Heading, Image, Paragraph, Table
 from ragmatrix.cost.figures import FamilyCosts
-from ragmatrix.family import Family
 from ragmatrix.report import cost
 from ragmatrix.report.aggregate import MIN_SHARED_CASES, RANK_RULE
+from ragmatrix.seam.blocks import Block, Bullets, Heading, Image, Paragraph, Table
+from ragmatrix.seam.family import Family
+from ragmatrix.seam.tables import INCOMPLETE, Comparison, FamilyTable, MetricLine, Tables
 from ragmatrix.stats.intervals import MIN_CASES_TO_CLUSTER
 from ragmatrix.stats.significance import ALPHA, MCNEMAR
-from ragmatrix.tables import INCOMPLETE, Comparison, FamilyTable, MetricLine, Tables
 
 BETTER = ">"  # significantly better than the model ranked next
 SAME = "≈"  # no significant difference

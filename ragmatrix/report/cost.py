@@ -17,15 +17,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragmatrix.blocks import Block, Heading, Image, Paragraph, Table
 from ragmatrix.cost.figures import NOT_MEASURED, DeviceFigures, FamilyCosts, ModelCost, device_figures
 from ragmatrix.cost.price import Price, price_of
 from ragmatrix.cost.record import CostRecord
-from ragmatrix.tables import FamilyTable, Tables
+from ragmatrix.seam.blocks import Block, Heading, Image, Paragraph, Table
+from ragmatrix.seam.tables import FamilyTable, Tables
 
 if TYPE_CHECKING:
     from ragmatrix.models.spec import ModelSpec
-    from ragmatrix.rows import Row
+    from ragmatrix.results.rows import Row
 
 # A family's cost section: its blocks beside the cost figures (`Family.cost_sections`).
 CostSection = Callable[[FamilyTable, FamilyCosts], list[Block]]

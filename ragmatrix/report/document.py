@@ -1,4 +1,4 @@
-"""The report's blocks (`ragmatrix.blocks`) rendered to GitHub markdown and to one
+"""The report's blocks (`ragmatrix.seam.blocks`) rendered to GitHub markdown and to one
 self-contained HTML page.
 
 Both formats are rendered from the same blocks, so they always say the same thing. Inline text
@@ -12,7 +12,7 @@ import html
 import re
 from pathlib import Path
 
-from ragmatrix.blocks import Block, Bullets, Heading, Image, Paragraph, Table
+from ragmatrix.seam.blocks import Block, Bullets, Heading, Image, Paragraph, Table
 
 # --- markdown ----------------------------------------------------------------------------------
 

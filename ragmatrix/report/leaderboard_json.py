@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ragmatrix.cost.figures import DeviceFigures, FamilyCosts, ModelCost
-from ragmatrix.tables import Tables
+from ragmatrix.seam.tables import Tables
 
 FILE_NAME = "leaderboard.json"
 VERSION = 1

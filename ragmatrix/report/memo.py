@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ragmatrix.atomic_write import write_atomically
-from ragmatrix.keys import md5_of
+from ragmatrix.foundations.atomic_write import write_atomically
+from ragmatrix.foundations.keys import md5_of
 from ragmatrix.stats import code_version
 
 T = TypeVar("T")

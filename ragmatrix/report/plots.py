@@ -1,7 +1,7 @@
 """The report's PNG plots that every family gets (matplotlib, Agg): a bar chart with 95% CI
 whiskers, and every metric per variant (code retrieval: per chunking strategy). A family's
 own plots are declared on its descriptor (`Family.plots`) and drawn with the same helpers
-(`ragmatrix.drawing`).
+(`ragmatrix.seam.drawing`).
 
 Each model keeps one colour across every plot.
 """
@@ -12,8 +12,8 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from ragmatrix.drawing import Colour, pyplot, save
-from ragmatrix.tables import FamilyTable, MetricLine
+from ragmatrix.seam.drawing import Colour, pyplot, save
+from ragmatrix.seam.tables import FamilyTable, MetricLine
 
 
 def colours(models: Sequence[str]) -> dict[str, Colour]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ragmatrix.blocks import aligned
 from ragmatrix.cost.figures import FamilyCosts
-from ragmatrix.family import Family
 from ragmatrix.report.cost import terminal_columns, terminal_notes
-from ragmatrix.tables import Comparison, FamilyTable, MetricLine, Tables
+from ragmatrix.seam.blocks import aligned
+from ragmatrix.seam.family import Family
+from ragmatrix.seam.tables import Comparison, FamilyTable, MetricLine, Tables
 
 METRICS_PER_TABLE = 4
 SAME = "≈"

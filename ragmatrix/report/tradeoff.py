@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragmatrix.cost.figures import FamilyCosts, ModelCost
-from ragmatrix.drawing import Colour, pyplot, save
-from ragmatrix.tables import FamilyTable
+from ragmatrix.seam.drawing import Colour, pyplot, save
+from ragmatrix.seam.tables import FamilyTable
 
 PATTERN = "tradeoff_*.png"
 

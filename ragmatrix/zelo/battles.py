@@ -24,9 +24,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from ragmatrix.case import Case
 from ragmatrix.models.protocols import Judge, Messages, Model
-from ragmatrix.outcome import Outcome
+from ragmatrix.seam.case import Case
+from ragmatrix.seam.outcome import Outcome
 from ragmatrix.stats import bradley_terry, metrics
 from ragmatrix.zelo.judges import CaseJudge, Judgement, judge_for, judge_messages, sign
 

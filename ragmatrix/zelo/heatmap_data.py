@@ -62,7 +62,7 @@ def from_annotated(source: Path, query: str, pairs: Path | None = None) -> Heatm
 def from_results(path: Path, item: str, model: str | None = None) -> HeatmapData:
     """The zELOs and battles of one row (item `case:variant`, and the model when several have
     rows for it) of a zelo_battles results file."""
-    from ragmatrix.store import ResultStore
+    from ragmatrix.results.store import ResultStore
 
     rows = ResultStore(path.parent).load(path.stem).rows
     found = [r for r in rows if r.item == item and (model is None or r.model == model)]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragmatrix.atomic_write import write_atomically
+from ragmatrix.foundations.atomic_write import write_atomically
 
 
 class DatasetError(Exception):

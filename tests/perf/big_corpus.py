@@ -35,14 +35,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from ragmatrix.cases import expand_case  # noqa: E402
-from ragmatrix.context import start_run  # noqa: E402
 from ragmatrix.families.code_retrieval import retrieval as code_retrieval  # noqa: E402
 from ragmatrix.families.code_retrieval.corpus import corpora  # noqa: E402
+from ragmatrix.foundations.context import start_run  # noqa: E402
 from ragmatrix.models.embedding_cache import EmbeddingCache  # noqa: E402
 from ragmatrix.models.lexical import HashingBagOfWords  # noqa: E402
 from ragmatrix.models.models_file import load_models  # noqa: E402
 from ragmatrix.models.spec import ModelSpec  # noqa: E402
+from ragmatrix.suite.loader import expand_case  # noqa: E402
 
 SLICE = ["email/**/*.py", "json/*.py", "asyncio/*.py", "http/*.py", "logging/*.py", "concurrent/**/*.py"]
 OTHER_GLOBS = [f"**/*.{ext}" for ext in "rs go java c h ts tsx toml yaml yml txt rst cfg ini sh css".split()]

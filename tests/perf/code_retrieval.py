@@ -29,11 +29,11 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from ragmatrix.cases import expand_case  # noqa: E402
 from ragmatrix.families.code_retrieval import retrieval as code_retrieval  # noqa: E402
 from ragmatrix.families.code_retrieval.chunking import chunk_corpus  # noqa: E402
 from ragmatrix.models.models_file import load_models  # noqa: E402
 from ragmatrix.models.registry import Registry  # noqa: E402
+from ragmatrix.suite.loader import expand_case  # noqa: E402
 
 DATA = ROOT / "benchmark" / "data" / "code_retrieval_data.yaml"
 

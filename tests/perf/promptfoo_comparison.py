@@ -46,8 +46,8 @@ sys.path.insert(0, str(ROOT))
 
 from process_cost import ProcessCost, load_average, run_measured  # noqa: E402
 
-from ragmatrix.cases import load_suite  # noqa: E402
 from ragmatrix.families import rag  # noqa: E402
+from ragmatrix.suite.loader import load_suite  # noqa: E402
 from ragmatrix.testing.openai_server import OpenAIServer  # noqa: E402
 
 FAMILY = "rag_interpretation"

@@ -26,12 +26,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from ragmatrix.cases import load_suite  # noqa: E402
 from ragmatrix.families.rss import probes as rss  # noqa: E402
 from ragmatrix.families.rss.text_sources import load_documents  # noqa: E402
 from ragmatrix.models.embedding_cache import EmbeddingCache  # noqa: E402
 from ragmatrix.models.spec import ModelSpec  # noqa: E402
 from ragmatrix.models.usage import Usage, current_usage  # noqa: E402
+from ragmatrix.suite.loader import load_suite  # noqa: E402
 
 
 def shipped_cases() -> list:

@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from ragmatrix.rows import Row  # noqa: E402
-from ragmatrix.store import ResultStore  # noqa: E402
+from ragmatrix.results.rows import Row  # noqa: E402
+from ragmatrix.results.store import ResultStore  # noqa: E402
 
 SHIPPED = ROOT / "benchmark" / "results" / "rag_interpretation.jsonl"
 

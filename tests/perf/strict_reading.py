@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from ragmatrix.cases import load_suite  # noqa: E402
-from ragmatrix.yamlfile import read_yaml  # noqa: E402
+from ragmatrix.foundations.yamlfile import read_yaml  # noqa: E402
+from ragmatrix.suite.loader import load_suite  # noqa: E402
 
 DATA = ROOT / "benchmark" / "data"
 PLAIN = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -21,8 +21,8 @@ from ragmatrix.families.code_retrieval.retrieval import (
     search,
 )
 from ragmatrix.families.code_retrieval.schema import CodeRetrievalCase
-from ragmatrix.family import Family
-from ragmatrix.tables import Headline
+from ragmatrix.seam.family import Family
+from ragmatrix.seam.tables import Headline
 
 __all__ = ["FAMILY", "score", "search"]
 

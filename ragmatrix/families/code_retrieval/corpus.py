@@ -13,7 +13,7 @@ spans folders). Hidden folders and `__pycache__`, `node_modules`, `site-packages
 
 The fingerprint is the md5 of every chosen file's relative path and content. It goes into the
 result key, so a changed corpus means new results. It is computed for every item at collection,
-cached runs included, so it is remembered by the run (`ragmatrix.context`) while the files'
+cached runs included, so it is remembered by the run (`ragmatrix.foundations.context`) while the files'
 sizes and times stand.
 
 Within a run a corpus is listed and read once (`session_corpus`), however many globs it has and
@@ -35,9 +35,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ragmatrix.case import CaseInputError
-from ragmatrix.context import RunContext, current
-from ragmatrix.keys import canonical_json
+from ragmatrix.foundations.context import RunContext, current
+from ragmatrix.foundations.keys import canonical_json
+from ragmatrix.seam.case import CaseInputError
 
 SKIPPED_FOLDERS = frozenset({"__pycache__", "node_modules", "site-packages", "dist-packages"})
 MAX_FILE_BYTES = 1_000_000

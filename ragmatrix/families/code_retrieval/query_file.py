@@ -35,10 +35,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ragmatrix.case import CaseInputError, Skipped
 from ragmatrix.families.code_retrieval.corpus import CorpusSpec, session_corpus
 from ragmatrix.families.code_retrieval.retrieval import resolve_files
-from ragmatrix.yamlfile import error_line, field_errors
+from ragmatrix.foundations.yamlfile import error_line, field_errors
+from ragmatrix.seam.case import CaseInputError, Skipped
 
 QUERY_FILE_FIELD = "query_file"
 _QUERY_TYPES = {"code", "doc"}

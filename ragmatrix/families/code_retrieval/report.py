@@ -13,7 +13,7 @@ Rust embedding benchmark's table, under the family's tables in the terminal and 
   (`rust_tool`), overall and for code and doc queries, so that its published tables can be set
   beside a run.
 
-They are written with the report's data types (`ragmatrix.tables`, `ragmatrix.blocks`,
+They are written with the report's data types (`ragmatrix.seam.tables`, `ragmatrix.seam.blocks`,
 `ragmatrix.cost.figures`), never with the report itself.
 """
 
@@ -23,12 +23,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from ragmatrix.blocks import Block, Bullets, Heading, Paragraph, Table, aligned
 from ragmatrix.cost.figures import FamilyCosts
 from ragmatrix.families.code_retrieval import rust_tool
-from ragmatrix.keys import canonical_json
-from ragmatrix.rows import Row
-from ragmatrix.tables import FamilyTable
+from ragmatrix.foundations.keys import canonical_json
+from ragmatrix.results.rows import Row
+from ragmatrix.seam.blocks import Block, Bullets, Heading, Paragraph, Table, aligned
+from ragmatrix.seam.tables import FamilyTable
 
 # A model that never reads this share of its chunks' tokens, or more, gets a warning.
 UNREAD_WARNING = 0.05

@@ -2,7 +2,7 @@
 
 A case is one query against a corpus (see `code_corpus`), with a chunking strategy per variant
 (see `chunking`). The corpus is chunked once per (chunking, corpus fingerprint) and indexed
-once per (model, chunking, corpus fingerprint) in each run (`ragmatrix.context`); an embedder's
+once per (model, chunking, corpus fingerprint) in each run (`ragmatrix.foundations.context`); an embedder's
 chunk vectors also go through the embedding cache, so a corpus is embedded once per model, ever.
 
 Scores (names after MTEB and ranx, all in 0..1):
@@ -31,14 +31,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from ragmatrix.case import CaseInputError
-from ragmatrix.context import RunContext, current
 from ragmatrix.families.code_retrieval import rust_tool
 from ragmatrix.families.code_retrieval.chunking import Chunk, Chunking, chunk_corpus
 from ragmatrix.families.code_retrieval.corpus import Corpus, session_corpus
 from ragmatrix.families.code_retrieval.schema import UNSPECIFIED, AnswerRegion, CodeItem
-from ragmatrix.keys import canonical_json
-from ragmatrix.outcome import Outcome
+from ragmatrix.foundations.context import RunContext, current
+from ragmatrix.foundations.keys import canonical_json
+from ragmatrix.seam.case import CaseInputError
+from ragmatrix.seam.outcome import Outcome
 from ragmatrix.stats.metrics import hit_at_k, mrr_at_k, ranking_metrics
 
 if TYPE_CHECKING:

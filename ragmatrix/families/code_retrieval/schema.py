@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ragmatrix.case import Case
 from ragmatrix.families.code_retrieval.chunking import Chunking
 from ragmatrix.families.code_retrieval.corpus import CorpusSpec
+from ragmatrix.seam.case import Case
 
 # Difficulty levels, and the names the Rust embedding benchmark writes for them.
 DIFFICULTIES = ("easy", "medium", "hard", "extra_hard")

@@ -7,8 +7,8 @@
 
 from ragmatrix.families.rss import report
 from ragmatrix.families.rss.probes import SCORING_VERSION, RssCase, corpus_fingerprint, probe
-from ragmatrix.family import Family, Plot
-from ragmatrix.tables import Headline
+from ragmatrix.seam.family import Family, Plot
+from ragmatrix.seam.tables import Headline
 
 __all__ = ["FAMILY", "probe"]
 

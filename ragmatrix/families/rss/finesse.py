@@ -28,7 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ragmatrix.case import CaseInputError
+from ragmatrix.seam.case import CaseInputError
 
 FINESSE_VERSION = "0.16.1"
 

@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragmatrix.case import CaseInputError
+from ragmatrix.seam.case import CaseInputError
 
 if TYPE_CHECKING:
     import numpy as np

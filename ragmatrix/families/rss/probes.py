@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ragmatrix.case import Case, CaseInputError
 from ragmatrix.families.rss.finesse import FINESSE_VERSION, embedder_tokenizer, finesse_sequences
 from ragmatrix.families.rss.mergers import load_merger, mean_prefixes, merger_fingerprint
 from ragmatrix.families.rss.text_sources import TextSource, load_documents, load_rows, source_fingerprint
-from ragmatrix.keys import md5_of
-from ragmatrix.outcome import Outcome
+from ragmatrix.foundations.keys import md5_of
+from ragmatrix.seam.case import Case, CaseInputError
+from ragmatrix.seam.outcome import Outcome
 
 if TYPE_CHECKING:
     import numpy as np

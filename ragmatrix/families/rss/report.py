@@ -9,10 +9,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from ragmatrix.blocks import Block, Heading, Image, Paragraph, Table
-from ragmatrix.drawing import PlotContext, pyplot, save
-from ragmatrix.rows import Iteration
-from ragmatrix.tables import FamilyTable
+from ragmatrix.results.rows import Iteration
+from ragmatrix.seam.blocks import Block, Heading, Image, Paragraph, Table
+from ragmatrix.seam.drawing import PlotContext, pyplot, save
+from ragmatrix.seam.tables import FamilyTable
 
 PLOT = "rss_by_length.png"
 

@@ -22,8 +22,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from ragmatrix.case import CaseInputError
-from ragmatrix.keys import canonical_json, md5_of
+from ragmatrix.foundations.keys import canonical_json, md5_of
+from ragmatrix.seam.case import CaseInputError
 
 # Bump when the built-in extraction changes: its fingerprint changes with it.
 BUILTIN_VERSION = 1

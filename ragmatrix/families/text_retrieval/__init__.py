@@ -13,8 +13,8 @@ from ragmatrix.families.text_retrieval.retrieval import (
     score,
     search,
 )
-from ragmatrix.family import Family
-from ragmatrix.tables import Headline
+from ragmatrix.seam.family import Family
+from ragmatrix.seam.tables import Headline
 
 __all__ = ["FAMILY", "score", "search"]
 

@@ -12,7 +12,7 @@ A dataset is named by a case in one of two ways:
 Collection needs only the queries, the judgements and a fingerprint, never the corpus; for a
 Hugging Face dataset they are kept in `.benchmark_cache/beir/`, so that collection and fully
 cached runs do not import `datasets`. The corpus is read when a model first searches it, once
-per run (`ragmatrix.context`).
+per run (`ragmatrix.foundations.context`).
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from ragmatrix.atomic_write import write_atomically
-from ragmatrix.cache import cache_dir
-from ragmatrix.case import CaseInputError
-from ragmatrix.context import RunContext, current
-from ragmatrix.keys import canonical_json
+from ragmatrix.foundations.atomic_write import write_atomically
+from ragmatrix.foundations.cache import cache_dir
+from ragmatrix.foundations.context import RunContext, current
+from ragmatrix.foundations.keys import canonical_json
+from ragmatrix.seam.case import CaseInputError
 
 
 class DatasetSpec(BaseModel):

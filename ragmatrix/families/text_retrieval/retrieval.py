@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragmatrix.case import Case, CaseInputError
-from ragmatrix.context import RunContext, current
 from ragmatrix.families.text_retrieval import beir
 from ragmatrix.families.text_retrieval.beir import DatasetSpec
-from ragmatrix.outcome import Outcome
+from ragmatrix.foundations.context import RunContext, current
+from ragmatrix.seam.case import Case, CaseInputError
+from ragmatrix.seam.outcome import Outcome
 from ragmatrix.stats.metrics import ranking_metrics
 
 if TYPE_CHECKING:

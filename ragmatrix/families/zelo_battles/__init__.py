@@ -2,8 +2,8 @@
 zELO ranking is scored against graded labels. The application itself is `ragmatrix.zelo`."""
 
 from ragmatrix.families.zelo_battles import report
-from ragmatrix.family import Family, Plot
-from ragmatrix.tables import Headline
+from ragmatrix.seam.family import Family, Plot
+from ragmatrix.seam.tables import Headline
 from ragmatrix.zelo.battles import (
     SCORING_VERSION,
     ZeloCase,

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from ragmatrix.blocks import Block, Heading, Image, Paragraph
-from ragmatrix.drawing import DPI, PlotContext, file_part
-from ragmatrix.tables import FamilyTable
+from ragmatrix.seam.blocks import Block, Heading, Image, Paragraph
+from ragmatrix.seam.drawing import DPI, PlotContext, file_part
+from ragmatrix.seam.tables import FamilyTable
 from ragmatrix.zelo import heatmap
 from ragmatrix.zelo.battles import ZeloDetails, zelo_details
 

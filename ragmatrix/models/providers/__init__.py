@@ -15,7 +15,7 @@ by `provider`; an entry without `provider:` gets it from the key it carries (`pi
 
 The decorator registers a spec model when its module is imported, once per process: the
 registered classes are the process's (`_providers`). The scan of this package and the entry
-points runs once per run (`ragmatrix.context`), on first use: a run in the same process after
+points runs once per run (`ragmatrix.foundations.context`), on first use: a run in the same process after
 modules were unloaded (pytest run inside a test) imports them again, and their spec models
 replace the unloaded ones. Importing this package imports no provider.
 """
@@ -32,7 +32,7 @@ from typing import Annotated, Any, TypeVar, Union
 
 from pydantic import BeforeValidator, Field, TypeAdapter
 
-from ragmatrix.context import RunContext, current
+from ragmatrix.foundations.context import RunContext, current
 from ragmatrix.models.spec import ModelSpec, connect_providers
 
 ENTRY_POINT_GROUP = "ragmatrix.providers"

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field
 
+from ragmatrix.foundations.secrets import redact
 from ragmatrix.models import aio
 from ragmatrix.models.client import EmptyAnswer, Failure, is_retryable_status, parse_retry_after
 from ragmatrix.models.openai_chat import NO_KEY, OpenAIChat, direct_route, first_line
 from ragmatrix.models.providers import provider
 from ragmatrix.models.spec import ModelSpec, expand_env, probe_server
-from ragmatrix.secrets import redact
 
 if TYPE_CHECKING:
     from ragmatrix.models.chat import ChatProvider
@@ -111,7 +111,7 @@ def import_litellm() -> Any:
             importlib.import_module(module)
         except ImportError:  # another litellm release: its first request imports what it needs
             pass
-    from ragmatrix.secrets import guard_logging
+    from ragmatrix.foundations.secrets import guard_logging
 
     guard_logging()  # litellm adds log handlers of its own
     return litellm

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field
 
 from ragmatrix.cost import device as devices
+from ragmatrix.foundations.secrets import redact
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.embedder import Embedder, normalise_rows
 from ragmatrix.models.fingerprint import directory_fingerprint
 from ragmatrix.models.providers import provider
 from ragmatrix.models.spec import EmbedderSpec, expand_env
-from ragmatrix.secrets import redact
 
 if TYPE_CHECKING:
     import numpy as np

@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast
 
 from pydantic import Field, model_validator
 
+from ragmatrix.foundations.secrets import redact
 from ragmatrix.models.chat import ChatModel
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.embedder import Embedder
 from ragmatrix.models.providers import provider
 from ragmatrix.models.spec import EmbedderSpec, ModelSpec, expand_env, probe_server
-from ragmatrix.secrets import redact
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ragmatrix.cache import SqliteCache
+    from ragmatrix.foundations.cache import SqliteCache
     from ragmatrix.models.embedding_cache import EmbeddingCache
     from ragmatrix.models.protocols import Model
     from ragmatrix.models.providers.litellm_chat import LitellmSpec

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ragmatrix.store import ends_torn, read_jsonl
+from ragmatrix.foundations.jsonl import ends_torn, read_jsonl
 
 
 def pairs_path(output: Path) -> Path:

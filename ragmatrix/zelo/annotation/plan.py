@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragmatrix.keys import md5_of
+from ragmatrix.foundations.keys import md5_of
 from ragmatrix.zelo import battles as zelo
 from ragmatrix.zelo import zbench_format
 from ragmatrix.zelo.judges import Combine

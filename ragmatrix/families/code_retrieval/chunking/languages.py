@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from ragmatrix.context import RunContext, current
 from ragmatrix.families.code_retrieval.chunking.pieces import Sizes
+from ragmatrix.foundations.context import RunContext, current
 
 Node = Any  # a tree_sitter.Node
 

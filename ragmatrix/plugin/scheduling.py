@@ -38,13 +38,13 @@ from typing import Any, cast
 import pytest
 
 from ragmatrix import cost
-from ragmatrix.case import CaseInputError
 from ragmatrix.models import aio
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.protocols import Embedder, JudgeEnsemble, Messages, Model, PrefetchingChatModel
-from ragmatrix.pytest_internals import capture_suspender, worker_queue
-from ragmatrix.runner import plan_for
-from ragmatrix.session import BenchmarkState, ItemPlan
+from ragmatrix.plugin.pytest_internals import capture_suspender, worker_queue
+from ragmatrix.plugin.runner import plan_for
+from ragmatrix.plugin.session import BenchmarkState, ItemPlan
+from ragmatrix.seam.case import CaseInputError
 
 SCHEDULER_KEY = pytest.StashKey["Scheduler"]()
 # The most texts an embedder embeds ahead of the items in one window: plenty for its batches,

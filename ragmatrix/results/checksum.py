@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragmatrix.keys import canonical_json
-from ragmatrix.store import ResultStore
+from ragmatrix.foundations.keys import canonical_json
+from ragmatrix.results.store import ResultStore
 
 FILE_NAME = "checksums.json"
 ALGORITHM = "sha256 over the sorted canonical JSON lines of the rows"

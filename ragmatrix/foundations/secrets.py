@@ -2,7 +2,7 @@
 
 A value is a secret when its variable is named like one (`*KEY*`, `*TOKEN*`, ...) or when
 models.yaml refers to the variable (`requires_env`, `api_key_env`, `${VAR}`), whatever its name:
-`refer_to` registers those names with the run (`ragmatrix.context`) as the file is read. Values
+`refer_to` registers those names with the run (`ragmatrix.foundations.context`) as the file is read. Values
 are read at each redaction, so a variable set later is covered too.
 
 Where text leaves the process it passes `redact`: error messages, model answers (before they
@@ -18,7 +18,7 @@ import os
 import re
 from collections.abc import Iterable
 
-from ragmatrix.context import current
+from ragmatrix.foundations.context import current
 
 # Environment variables whose values are treated as secrets.
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.IGNORECASE)

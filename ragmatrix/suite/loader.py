@@ -24,9 +24,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ragmatrix.case import Case, Problem, Skipped
 from ragmatrix.families import family_named
-from ragmatrix.yamlfile import YamlFileError, error_line, field_errors, read_yaml
+from ragmatrix.foundations.yamlfile import YamlFileError, error_line, field_errors, read_yaml
+from ragmatrix.seam.case import Case, Problem, Skipped
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]+$")
 # The most items one case may expand to (the product of its fields' variant counts); the

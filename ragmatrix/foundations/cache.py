@@ -20,14 +20,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ragmatrix.context import current
-from ragmatrix.storage import writes_to
+from ragmatrix.foundations.context import current
+from ragmatrix.foundations.storage import writes_to
 
 CACHE_FOLDER = "cache folder"
 
 
 def cache_dir() -> Path:
-    """The run's cache folder, `<root>/.benchmark_cache` (see `ragmatrix.context`);
+    """The run's cache folder, `<root>/.benchmark_cache` (see `ragmatrix.foundations.context`);
     RAGMATRIX_CACHE_DIR overrides."""
     if os.environ.get("RAGMATRIX_CACHE_DIR"):
         return Path(os.environ["RAGMATRIX_CACHE_DIR"])

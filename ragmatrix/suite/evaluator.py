@@ -20,10 +20,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ragmatrix.foundations.yamlfile import YamlFileError, read_yaml
 from ragmatrix.models.models_file import ModelsFileError, load_models, unavailable_reason
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.models.usage import Usage, current_usage
-from ragmatrix.yamlfile import YamlFileError, read_yaml
 
 
 class EvaluatorSetting(BaseModel):

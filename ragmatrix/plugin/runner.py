@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 
 from ragmatrix import cost
-from ragmatrix.case import CaseInputError
+from ragmatrix.foundations.secrets import redact
+from ragmatrix.foundations.storage import StorageError
 from ragmatrix.models.client import MODEL_DOWN, ModelError
 from ragmatrix.models.usage import Usage, current_sample, current_usage
-from ragmatrix.outcome import Outcome
-from ragmatrix.pytest_internals import fixture_names
-from ragmatrix.rows import Iteration, Row
-from ragmatrix.secrets import redact
-from ragmatrix.session import MODEL_FIXTURES, BenchmarkState, ItemPlan
-from ragmatrix.storage import StorageError
+from ragmatrix.plugin.pytest_internals import fixture_names
+from ragmatrix.plugin.session import MODEL_FIXTURES, BenchmarkState, ItemPlan
+from ragmatrix.results.rows import Iteration, Row
+from ragmatrix.seam.case import CaseInputError
+from ragmatrix.seam.outcome import Outcome
 
 
 class ModelFailure(Exception):

@@ -7,7 +7,7 @@ validates: `Family(case_schema=RagCase, ...)` is a `Family[RagInput, RagExpected
 checks every callback against `Case[RagInput, RagExpected]`.
 
 This module stands below both the families and the report: it speaks the types of the seam
-(`ragmatrix.case`, `ragmatrix.tables`, `ragmatrix.blocks`, `ragmatrix.drawing`, the cost
+(`ragmatrix.seam.case`, `ragmatrix.seam.tables`, `ragmatrix.seam.blocks`, `ragmatrix.seam.drawing`, the cost
 figures and the model protocols) and imports neither side.
 """
 
@@ -20,12 +20,12 @@ from typing import Any, Generic, Protocol
 
 from pydantic import BaseModel
 
-from ragmatrix.blocks import Block
-from ragmatrix.case import Case, ExpectedT, InputT
 from ragmatrix.cost.figures import FamilyCosts
-from ragmatrix.drawing import PlotContext
 from ragmatrix.models.protocols import ChatModel, Messages, Model
-from ragmatrix.tables import FamilyTable, Headline
+from ragmatrix.seam.blocks import Block
+from ragmatrix.seam.case import Case, ExpectedT, InputT
+from ragmatrix.seam.drawing import PlotContext
+from ragmatrix.seam.tables import FamilyTable, Headline
 
 __all__ = ["CaseSchema", "Family", "Headline", "Plot"]
 
@@ -88,7 +88,7 @@ class Family(Generic[InputT, ExpectedT]):
     first_texts: Callable[[Case[InputT, ExpectedT], Model], tuple[list[str], list[str]]] | None = None
     # A case that names a source of cases (a query file, a dataset) as the raw cases it holds:
     # `case_source(raw, directory) -> (raw cases, [(case name, problem), ...])`. A raw case that
-    # names no source is returned as it is. A pair that is a `ragmatrix.case.Skipped` is a case
+    # names no source is returned as it is. A pair that is a `ragmatrix.seam.case.Skipped` is a case
     # left out with a warning line instead of a problem (the source's own tool skips it).
     case_source: Callable[[dict[str, Any], Path], tuple[list[dict[str, Any]], list[tuple[str, str]]]] | None = None
     # Checks of an expanded case at collection, against what it reads (its corpus): each line is

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ragmatrix.rows import Row
+from ragmatrix.results.rows import Row
 from ragmatrix.stats.intervals import Interval
 from ragmatrix.stats.significance import ALPHA, PairedTest
 

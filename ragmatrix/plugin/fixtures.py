@@ -13,10 +13,10 @@ from typing import cast
 
 import pytest
 
-from ragmatrix.evaluator import Evaluator
 from ragmatrix.models.protocols import ChatModel, Embedder, Judge, Model, Retriever
-from ragmatrix.runner import Recorder
-from ragmatrix.session import get_state
+from ragmatrix.plugin.runner import Recorder
+from ragmatrix.plugin.session import get_state
+from ragmatrix.suite.evaluator import Evaluator
 
 
 def _build(request: pytest.FixtureRequest) -> Model:

@@ -5,7 +5,7 @@ launching an Xinference model, importing a client). Each benchmark item carries 
 `xdist_group` mark, but xdist turns that mark into a group only through an item attribute that
 pytest 9 no longer reads. This scheduler groups by what the controller already knows instead:
 the model id that begins every benchmark item's parameters (`test_x[<model>-<case>]`). xdist's
-scope scheduling does the rest (`ragmatrix.pytest_internals.scope_scheduler`).
+scope scheduling does the rest (`ragmatrix.plugin.pytest_internals.scope_scheduler`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ragmatrix.pytest_internals import scope_scheduler
+from ragmatrix.plugin.pytest_internals import scope_scheduler
 
 
 class ModelGroups:

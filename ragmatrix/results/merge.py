@@ -30,10 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragmatrix.atomic_write import write_atomically
 from ragmatrix.cost.store import merge_costs
-from ragmatrix.rows import Row
-from ragmatrix.store import ResultStore, sort_key
+from ragmatrix.foundations.atomic_write import write_atomically
+from ragmatrix.results.rows import Row
+from ragmatrix.results.store import ResultStore, sort_key
 
 
 @dataclass

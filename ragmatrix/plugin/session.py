@@ -1,7 +1,7 @@
 """The state of one benchmark session: where things are, which models and cases, what is
 stored, and the store's clean-up rule at the end (`kept_rows`). What the run holds below the
 benchmark (the event loop, the model registry, the corpora) is its context's
-(`ragmatrix.context`).
+(`ragmatrix.foundations.context`).
 
 Everything is loaded lazily, so `pytest tests` never reads the benchmark, and a fully
 cached `pytest benchmark` reads YAML and JSONL but never builds a model.
@@ -16,19 +16,19 @@ from typing import Any
 
 import pytest
 
-from ragmatrix.case import Case, CaseInputError
-from ragmatrix.cases import DEFAULT_MAX_VARIANTS, Suite, load_suite
-from ragmatrix.context import current
-from ragmatrix.evaluator import EvaluatorChoice, choose_evaluator
 from ragmatrix.families import Family
-from ragmatrix.keys import result_key
+from ragmatrix.foundations.context import current
+from ragmatrix.foundations.keys import result_key
+from ragmatrix.foundations.storage import StorageError
 from ragmatrix.models.models_file import ModelSet, load_models, select_models
 from ragmatrix.models.registry import Registry, run_registry
 from ragmatrix.models.spec import ModelSpec
-from ragmatrix.rows import Row
-from ragmatrix.sharding import Shard
-from ragmatrix.storage import StorageError
-from ragmatrix.store import ResultStore
+from ragmatrix.plugin.sharding import Shard
+from ragmatrix.results.rows import Row
+from ragmatrix.results.store import ResultStore
+from ragmatrix.seam.case import Case, CaseInputError
+from ragmatrix.suite.evaluator import EvaluatorChoice, choose_evaluator
+from ragmatrix.suite.loader import DEFAULT_MAX_VARIANTS, Suite, load_suite
 
 STATE_KEY = pytest.StashKey["BenchmarkState"]()
 MODEL_FIXTURES = ("llm", "embedder", "judge", "retriever")
@@ -55,7 +55,7 @@ class BenchmarkState:
     wanted_models: list[str] | None = None
     use_cache: bool = True
     compare_variants: bool = False
-    # At most about this many model requests are sent ahead at once (see ragmatrix.scheduling).
+    # At most about this many model requests are sent ahead at once (see ragmatrix.plugin.scheduling).
     send_ahead: int = 256
     max_variants: int = DEFAULT_MAX_VARIANTS  # the most items one case may expand to
     # Set on xdist workers from what the controller decided, so every process sees one matrix.

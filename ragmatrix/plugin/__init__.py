@@ -18,6 +18,9 @@ from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
+# Every module of the package, not only this layer's: pytest marks the whole distribution.
+_PACKAGE = __name__.partition(".")[0] + "."
+
 
 class _PlainImports(importlib.abc.MetaPathFinder):
     """Finds the package's own modules the way Python would without pytest."""
@@ -25,7 +28,7 @@ class _PlainImports(importlib.abc.MetaPathFinder):
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        if path is None or not fullname.startswith(f"{__package__}."):
+        if path is None or not fullname.startswith(_PACKAGE):
             return None
         return importlib.machinery.PathFinder.find_spec(fullname, path, target)
 
@@ -33,8 +36,8 @@ class _PlainImports(importlib.abc.MetaPathFinder):
 if not any(isinstance(finder, _PlainImports) for finder in sys.meta_path):
     sys.meta_path.insert(0, _PlainImports())
 
-from ragmatrix.fixtures import embedder, evaluator, judge, llm, record, retriever  # noqa: E402
-from ragmatrix.hooks import (  # noqa: E402
+from ragmatrix.plugin.fixtures import embedder, evaluator, judge, llm, record, retriever  # noqa: E402
+from ragmatrix.plugin.hooks import (  # noqa: E402
     pytest_addhooks,
     pytest_addoption,
     pytest_cmdline_main,

@@ -5,13 +5,13 @@
   model x case, items whose result is stored are skipped as `cached`, and `--shard K/N` keeps
   this machine's part of the matrix;
 - running: cached items are reported without pytest's setup and teardown, the others run
-  their iterations and record a row (`ragmatrix.runner`); a folder that refuses writes stops
+  their iterations and record a row (`ragmatrix.plugin.runner`); a folder that refuses writes stops
   the session with one line;
 - the end: compaction of the store (its rule is the session's) and the leaderboard, by the
   controller only.
 
-Each pytest session is one run (`ragmatrix.context.start_run`), ended when pytest unconfigures.
-What the plugin takes from pytest's and xdist's private API is in `ragmatrix.pytest_internals`.
+Each pytest session is one run (`ragmatrix.foundations.context.start_run`), ended when pytest unconfigures.
+What the plugin takes from pytest's and xdist's private API is in `ragmatrix.plugin.pytest_internals`.
 """
 
 from __future__ import annotations
@@ -22,25 +22,28 @@ from typing import Any, Literal
 
 import pytest
 
-from ragmatrix import cost, pytest_internals, runner, scheduling
-from ragmatrix.cache import CACHE_FOLDER
-from ragmatrix.case import Case, CaseInputError
-from ragmatrix.cases import DEFAULT_MAX_VARIANTS
-from ragmatrix.context import RunContext, start_run
+import ragmatrix.plugin.pytest_internals as pytest_internals
+import ragmatrix.plugin.runner as runner
+import ragmatrix.plugin.scheduling as scheduling
+from ragmatrix import cost
 from ragmatrix.families import all_families, family_named, register
+from ragmatrix.foundations.cache import CACHE_FOLDER
+from ragmatrix.foundations.context import RunContext, start_run
+from ragmatrix.foundations.storage import StorageError
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.models_file import ModelsFileError
 from ragmatrix.models.registry import run_registry
-from ragmatrix.session import MODEL_FIXTURES, STATE_KEY, BenchmarkState, get_state, selects_benchmark
-from ragmatrix.sharding import parse_shard, split
-from ragmatrix.storage import StorageError
+from ragmatrix.plugin.session import MODEL_FIXTURES, STATE_KEY, BenchmarkState, get_state, selects_benchmark
+from ragmatrix.plugin.sharding import parse_shard, split
+from ragmatrix.seam.case import Case, CaseInputError
+from ragmatrix.suite.loader import DEFAULT_MAX_VARIANTS
 
 _HELP_MODELS = "comma-separated model ids from benchmark/models.yaml to run (default: all available)"
 _HELP_MAX_VARIANTS = f"the most items one case may expand to (default {DEFAULT_MAX_VARIANTS})"
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from ragmatrix import hookspecs
+    import ragmatrix.plugin.hookspecs as hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
 
@@ -201,7 +204,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """xdist, `--dist loadgroup`: a scheduler that sends each model's items to one worker."""
     if config.getoption("dist") != "loadgroup" or not _selected(config):
         return None
-    from ragmatrix.workers import model_scheduler
+    from ragmatrix.plugin.workers import model_scheduler
 
     state = get_state(config)
     prefix = _shown(state.benchmark_dir, state.root) + "/"
@@ -426,7 +429,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def _redact_logs(config: pytest.Config) -> None:
     """Every log record that pytest captures, shows or writes to --log-file passes the secrets
     filter: pytest's handlers are made once and join the root logger only around each phase."""
-    from ragmatrix.secrets import guard_logging
+    from ragmatrix.foundations.secrets import guard_logging
 
     plugin = config.pluginmanager.get_plugin("logging-plugin")
     names = ("caplog_handler", "report_handler", "log_file_handler", "log_cli_handler")
