@@ -13,6 +13,10 @@ batch, so padding stays short) in blocks of `BLOCK` texts, and each block is wri
 cache as soon as it is encoded: a run killed in the middle of an index build embeds only the
 rest when it runs again. From `PROGRESS_FROM` texts on, a progress bar shows the rate and the
 time left.
+
+A batch of several texts that the server does not answer in time is not sent again whole: it is
+split in two, and the model's later batches are no larger, so a server that embeds one batch
+at a time is given batches it can answer within the timeout.
 """
 
 from __future__ import annotations
@@ -115,6 +119,7 @@ class EmbeddingModel:
         self._ahead_used: set[str] = set()
         self._load_error: str | None = None
         self._requests_answered = 0
+        self.batch_size = spec.batch_size  # texts per request to a server; halved when one times out
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         """Unit-length float32 rows for `texts`, from the provider: all at once in this process
@@ -126,7 +131,7 @@ class EmbeddingModel:
             return np.zeros((0, 0), dtype=np.float32)
         if self.cost_device().local:
             return normalise_rows(_matrix(self._local(texts), len(texts)))
-        size = self.spec.batch_size
+        size = self.batch_size
         batches = [texts[i : i + size] for i in range(0, len(texts), size)]
         rows = aio.run(self._remote(batches))
         return normalise_rows(np.concatenate([_matrix(r, len(b)) for r, b in zip(rows, batches, strict=True)]))
@@ -149,7 +154,15 @@ class EmbeddingModel:
                 self._requests_answered += 1
                 return vectors
 
-            vectors = await self.client.call(send, self.provider.classify)
+            try:
+                vectors = await self.client.call(send, self.provider.classify, resend_timeouts=len(batch) == 1)
+            except ModelError as error:
+                if not error.timed_out or len(batch) == 1:
+                    raise
+                half = len(batch) // 2
+                self.batch_size = min(self.batch_size, half)
+                first, second = await asyncio.gather(one(batch[:half]), one(batch[half:]))
+                return [*first, *second]
             if len(vectors) != len(batch):
                 raise ModelError(f"embedding response holds {len(vectors)} vectors for {len(batch)} texts")
             return vectors
