@@ -37,6 +37,7 @@ class DeviceFigures:
     first_measured: str | None
     last_measured: str | None
     note: str | None = None
+    server: dict[str, str] = field(default_factory=dict)  # a model on a server: what it told of itself
 
     @property
     def work(self) -> int:
@@ -101,4 +102,5 @@ def device_figures(record: CostRecord) -> DeviceFigures:
         first_measured=record.first_measured,
         last_measured=record.last_measured,
         note=note,
+        server=dict(record.server),
     )

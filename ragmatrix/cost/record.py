@@ -5,7 +5,7 @@ run each process appends the figures it measured as a delta; the controller then
 records of one (model, device) into one line. Combining is by counts, so it is exact and in
 any order: texts, seconds, requests, tokens and cache hits add up, histogram counts add up,
 peaks take the larger, the measurement dates widen, and the ids of the sessions that measured
-add to the set.
+add to the set. What a server told of itself (`server`) is kept from the latest measurement.
 """
 
 from __future__ import annotations
@@ -57,6 +57,9 @@ class CostRecord(BaseModel):
     first_measured: str | None = None
     last_measured: str | None = None
     sessions: list[str] = Field(default_factory=list)
+    # A model on a server: what the server told of itself ("server": host:port, "model": the id
+    # it serves, "engine", "worker", "gpus", "memory"), as `ragmatrix.cost.device.Device.about`.
+    server: dict[str, str] = Field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -72,7 +75,7 @@ class CostRecord(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         data = self.model_dump(mode="json", exclude_none=True)
-        for name in ("variants", "query_ms", "request_ms", "sessions"):
+        for name in ("variants", "query_ms", "request_ms", "sessions", "server"):
             if not data.get(name) or (name.endswith("_ms") and not data[name].get("counts")):
                 data.pop(name, None)
         return data
@@ -109,6 +112,7 @@ def combine(a: CostRecord, b: CostRecord) -> CostRecord:
         first_measured=min(_dates(a.first_measured, b.first_measured), default=None),
         last_measured=max(_dates(a.last_measured, b.last_measured), default=None),
         sessions=sorted(set(a.sessions) | set(b.sessions)),
+        server=_newer(a, b).server or _older(a, b).server,
     )
 
 
@@ -119,6 +123,14 @@ def combine_all(records: list[CostRecord]) -> list[CostRecord]:
         kept = combined.get(record.key)
         combined[record.key] = record if kept is None else combine(kept, record)
     return [combined[key] for key in sorted(combined)]
+
+
+def _newer(a: CostRecord, b: CostRecord) -> CostRecord:
+    return b if (b.last_measured or "") >= (a.last_measured or "") else a
+
+
+def _older(a: CostRecord, b: CostRecord) -> CostRecord:
+    return a if _newer(a, b) is b else b
 
 
 def _larger(a: Any, b: Any) -> Any:

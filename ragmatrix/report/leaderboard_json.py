@@ -16,7 +16,7 @@ from ragmatrix.cost.figures import DeviceFigures, FamilyCosts, ModelCost
 from ragmatrix.seam.tables import Tables
 
 FILE_NAME = "leaderboard.json"
-VERSION = 1
+VERSION = 2  # 2: `server`, what a remote device's server told of itself
 
 
 class _Strict(BaseModel):
@@ -61,6 +61,9 @@ class Cost(_Strict):
     price: PriceEntry | None
     measured: Measured | None  # when the figures of this device were measured (UTC)
     note: str | None
+    # A model on a server: what the server told of itself ("server": host:port, "model": the id
+    # it serves, and from Xinference "engine", "worker", "gpus", "memory"); null for a local model.
+    server: dict[str, str] | None
 
 
 class ModelEntry(_Strict):
@@ -119,6 +122,7 @@ def _cost(cost: ModelCost, figures: DeviceFigures | None) -> Cost:
         price=price,
         measured=Measured(first=f.first_measured, last=f.last_measured) if f else None,
         note=(f.note if f else None) or (cost.note if figures is cost.main else None),
+        server=(f.server or None) if f else None,
     )
 
 
