@@ -159,6 +159,7 @@ def test_every_shipped_entry_is_its_providers_spec_and_keeps_its_fingerprint(mon
         "gemini-flash": "litellm",
         "judges": "ensemble",
         "local-llm": "litellm",
+        "smollm2-cpu": "litellm",
         "minilm": "sentence_transformers",
         "bow": "bow",
         "bm25": "bm25",

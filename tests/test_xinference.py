@@ -23,6 +23,7 @@ from ragmatrix.models.client import ModelError
 from ragmatrix.models.models_file import ModelsFileError, load_models, select_models, unavailable_reason
 from ragmatrix.models.registry import Registry
 from ragmatrix.models.spec import ModelSpec
+from ragmatrix.testing.openai_server import Reply
 
 SERVED_MINILM = "gt-minilm"
 TEXTS = [
@@ -330,6 +331,24 @@ def test_sigterm_of_a_benchmark_run_leaves_no_model_it_launched(bench, server):
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=120) == -signal.SIGTERM
     assert server.launched == {}
+
+
+@pytest.mark.usefixtures("fresh_event_loop")
+def test_a_model_the_cluster_lost_a_worker_of_is_asked_again_once_it_is_rerouted(server):
+    endpoint = launches(server)
+    lost = "Model not found in the model list, uid: m (cached, retry after 0.2s)"
+    registry = Registry(use_cache=False)
+    try:
+        model = registry.build(xinference(xinference="test-embed", endpoint=endpoint, retries=3))
+        model.embed_documents(["launched"])
+        server.inject(Reply.error(404, message=lost), Reply.error(404, message=lost))
+        assert model.embed_documents(["a", "b"]).shape == (2, 16)  # before: one ModelError, no retry
+        assert server.count("embeddings") == 1 + 3
+        server.inject(*[Reply.error(404, message=lost)] * 4)
+        with pytest.raises(ModelError, match=r"HTTP 404 .*Model not found in the model list.*\(after 4 attempts\)"):
+            model.embed_documents(["c"])
+    finally:
+        registry.close()
 
 
 @pytest.mark.usefixtures("fresh_event_loop")

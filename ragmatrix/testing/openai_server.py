@@ -351,6 +351,7 @@ class OpenAIServer:
         self.worker = "127.0.0.1:40001"  # the worker address a description names
         self.refuse_launches: str | None = None  # a launch's error detail, or None: launches go
         self._launched: dict[str, dict[str, Any]] = {}
+        self._uids: set[str] = set()  # every uid ever launched
         # Set by stop(): wakes handlers sleeping in latency or a hang so they end promptly.
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
@@ -491,6 +492,7 @@ class OpenAIServer:
         """A model running on the server before the client comes, launched by someone else."""
         with self._lock:
             self._launched[uid] = self._described(uid, model_name, model_type, settings)
+            self._uids.add(uid)
 
     def _described(self, uid: str, name: str, model_type: str, settings: dict[str, Any]) -> dict[str, Any]:
         reported = {k: v for k, v in settings.items() if k in self.reported_settings and v is not None}
@@ -570,7 +572,8 @@ class OpenAIServer:
                 scripted = endpoint is not None and endpoint not in MODEL_API
                 fault = self._queue.popleft() if scripted and self._queue else None
             if isinstance(body, dict) and isinstance(body.get("model"), str):
-                if body["model"] not in self._models:
+                # a launched model is listed as launched, and not at all once terminated
+                if body["model"] not in self._models and body["model"] not in self._uids:
                     self._models.append(body["model"])
             ticket = self._take_ticket() if self.one_at_a_time and endpoint in ("chat", "embeddings") else None
         try:
@@ -756,6 +759,7 @@ class OpenAIServer:
                     h.send_payload(400, json.dumps({"detail": f"Model {uid} is already in the model list"}).encode())
                     return
                 self._launched[uid] = self._described(uid, str(name), str(model_type), settings)
+                self._uids.add(uid)
             self._send_json(h, {"model_uid": uid})
             return
         with self._lock:

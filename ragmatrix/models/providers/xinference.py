@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast
 
@@ -74,6 +76,13 @@ SERVING_SETTINGS = frozenset(
 )
 
 log = logging.getLogger(__name__)
+
+TERMINATE_WAIT = 60.0  # seconds to terminate a launched model (a launch under way cancelled first)
+
+# What a supervisor answers for a model whose worker it lost, until it routes the model's requests
+# to a replica that still runs (about 20 s for Xinference 4.1): "Model not found in the model list,
+# uid: m (cached, retry after 10.0s)".
+MODEL_NOT_FOUND = re.compile(r"Model not found in the model list(?:.*?retry after (\d+(?:\.\d+)?) ?s)?")
 
 
 @provider("xinference", needs={"xinference_client": "xinference-client", "litellm": "litellm"})
@@ -304,12 +313,12 @@ class XinferenceServer:
         def terminate() -> None:
             client = self.client()
             try:
-                client.terminate_model(uid)
+                terminate_model(client, uid, TERMINATE_WAIT)
             finally:
                 client.close()
 
         try:
-            in_thread(terminate, max(self.spec.timeout, 60.0))
+            in_thread(terminate, TERMINATE_WAIT + 10.0)
         except Exception:  # best effort at session end: the results are already stored
             pass
         finally:
@@ -344,7 +353,7 @@ class XinferenceEmbedding(EmbeddingProvider):
         return await self.route.aembed(texts)
 
     def classify(self, error: BaseException) -> Failure:
-        return self.route.classify(error)
+        return passing(self.route.classify(error))
 
     def device(self) -> Device:
         return self.server.device()
@@ -371,13 +380,44 @@ class XinferenceChat(ChatProvider):
         return await self.route.complete(messages, timeout)
 
     def classify(self, error: BaseException) -> Failure:
-        return self.route.classify(error)
+        return passing(self.route.classify(error))
 
     def device(self) -> Device:
         return self.server.device()
 
     def close(self) -> None:
         self.server.close()
+
+
+def passing(failure: Failure) -> Failure:
+    """A 404 for the running model, as a supervisor answers while it reroutes the requests of a
+    worker it lost, is a server fault that passes: retried (after the wait it names), and
+    counted towards the breaker, which gives the model up if it never comes back."""
+    found = MODEL_NOT_FOUND.search(failure.message)
+    if failure.retryable or found is None:
+        return failure
+    retry_after = float(found.group(1)) if found.group(1) else None
+    return Failure(failure.message, retryable=True, retry_after=retry_after, outage=True)
+
+
+def terminate_model(client: Any, uid: str, wait: float) -> None:
+    """Terminate `uid` on the server, a launch still under way included: its launch is cancelled
+    first (a model with two replicas is listed once the first is up, and cannot be terminated
+    while the second loads), then it is terminated, until the server has not listed it for a
+    second, for at most `wait` seconds."""
+    deadline = time.monotonic() + wait
+    absent = 0
+    while absent < 2:
+        for step in (client.cancel_launch_model, client.terminate_model):
+            try:
+                step(uid)
+            except Exception:  # not launching, or not (or no longer) there
+                pass
+        absent = absent + 1 if uid not in client.list_models() else 0
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{uid} still runs after {wait:g} s")
+        if absent < 2:
+            time.sleep(1.0)
 
 
 def _workers(instances: Any) -> list[str]:
