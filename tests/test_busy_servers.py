@@ -108,18 +108,26 @@ def test_a_429_sets_the_rate_to_what_the_server_accepted_in_the_second_before_it
     assert 2.7 < throttle.rate < 2.85
 
 
-def test_a_refusal_at_most_halves_the_rate_its_request_was_sent_at():
+def test_the_refusals_of_one_second_at_most_halve_the_rate():
     throttle = Throttle(4)
     throttle.rate = throttle.accepted_rate = 10.0
 
-    async def one():
-        ticket = await throttle.acquire()
-        throttle.release()
-        return ticket
+    async def send(n: int) -> list:
+        tickets = [await throttle.acquire() for _ in range(n)]
+        for _ in tickets:
+            throttle.release()
+        return tickets
 
-    ticket = asyncio.run(one())
-    ticket.sent_at -= 5  # the server took it late: nothing it accepted shows in the second before
-    throttle.rate_limited(ticket, retry_after=None)
+    async def refuse_two() -> None:
+        # The second is sent after the first refusal lowered the rate, within the same second:
+        # the server still counts what it refused the first for.
+        for _ in range(2):
+            (ticket,) = await send(1)
+            ticket.sent_at -= 5  # the server took it late: nothing it accepted shows in the second before
+            throttle.rate_limited(ticket, retry_after=None)
+
+    asyncio.run(refuse_two())
+    # Half the rate the window began at, not a quarter: both were refused within one second.
     assert throttle.accepted_rate == 5.0 and throttle.rate == pytest.approx(4.5)
     for _ in range(20):  # just under the accepted rate, it grows slowly
         throttle.answered()

@@ -218,12 +218,11 @@ NEAR_GROWTH = 0.05
 
 @dataclass(eq=False)
 class Ticket:
-    """One request's place in its model's throttle: when it started, the number of cuts and the
-    rate it was sent at, and whether the server refused it."""
+    """One request's place in its model's throttle: when it started, the number of cuts it was
+    sent at, and whether the server refused it."""
 
     sent_at: float
     cuts: int
-    rate: float | None
     refused: bool = False
 
 
@@ -236,9 +235,9 @@ class Throttle:
     back up to the ceiling.
 
     A 429 also sets `accepted_rate` to the requests of the `RATE_WINDOW` before the refused one
-    that the server did not refuse (never below half the rate the refused request was sent at,
-    nor below `MIN_RATE`), and `rate`, the requests that may start per second, to `RATE_SHARE`
-    of it (never raising it). Requests then start one every 1/rate seconds. Each answer adds
+    that the server did not refuse (never below half the rate when the window of refusals
+    began, nor below `MIN_RATE`), and `rate`, the requests that may start per second, to
+    `RATE_SHARE` of it (never raising it). Requests then start one every 1/rate seconds. Each answer adds
     RATE_GROWTH/rate, so the rate grows by about RATE_GROWTH per second, and only NEAR_GROWTH
     per second between that share and the accepted rate: the rate probes upwards, slowly where
     the server refused before. A `Retry-After` holds every request of the model until that time.
@@ -252,6 +251,8 @@ class Throttle:
         self.paused_until = 0.0  # time.monotonic()
         self.rate: float | None = None  # requests a second; None until a 429
         self.accepted_rate: float | None = None  # what the server accepted when it last refused
+        self._window_began = -RATE_WINDOW  # when the first request of the last refusals' window was sent
+        self._window_rate: float | None = None  # the rate when that window began
         self._next_start = 0.0  # time.monotonic() at which the next request may start
         self._sent: deque[Ticket] = deque()  # the requests of the last two windows
         self._waiters = _Waiters()
@@ -270,7 +271,7 @@ class Throttle:
             self.release()
             raise
         now = time.monotonic()
-        ticket = Ticket(now, self.cuts, self.rate)
+        ticket = Ticket(now, self.cuts)
         self._sent.append(ticket)
         while self._sent and self._sent[0].sent_at < now - 2 * RATE_WINDOW:
             self._sent.popleft()
@@ -319,9 +320,14 @@ class Throttle:
         # the server in.
         since, until = ticket.sent_at - RATE_WINDOW, ticket.sent_at + BURST
         accepted = sum(1 for t in self._sent if since < t.sent_at <= until and not t.refused)
-        # At most halved by the refusal of a request sent at that rate: a count skewed by a busy
-        # machine (the server took a burst late) cannot stop the model.
-        learned = max(MIN_RATE, accepted / RATE_WINDOW, (ticket.rate or 0.0) / 2)
+        # At most halved by the refusals of one window: the server refuses for a whole window what
+        # it counted before the rate changed, and a count skewed by a busy machine (a burst that
+        # reached the server late) must not halve it again and again. The first burst, sent
+        # unpaced, is a window of its own: its refusals bring the rate down to what it accepted.
+        length = BURST if self._window_rate is None else RATE_WINDOW
+        if ticket.sent_at >= self._window_began + length:
+            self._window_began, self._window_rate = ticket.sent_at, self.rate
+        learned = max(MIN_RATE, accepted / RATE_WINDOW, (self._window_rate or 0.0) / 2)
         self.accepted_rate = learned if self.accepted_rate is None else min(self.accepted_rate, learned)
         paced = RATE_SHARE * learned
         self.rate = paced if self.rate is None else min(self.rate, paced)
