@@ -4,7 +4,9 @@
 - `cuda: <GPU name>`, from torch, only where the model is on a GPU (torch is then loaded);
 - `mps`, Apple's GPU through torch;
 - `remote` for a model reached over HTTP (an API, an OpenAI-compatible server, Xinference):
-  its speed is the server's, wherever that runs.
+  its speed is the server's, wherever that runs;
+- a local model run through another runtime than torch names it after the device:
+  `cpu: <CPU model> (onnx int8)`. Its speed compares with torch's on the same device.
 
 `expected(requested)` says which device a local model will take before it is loaded, without
 importing torch, so that the session header can name it and a cached run stays light.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import platform
+import re
 import sys
 from importlib.util import find_spec
 from pathlib import Path
@@ -40,6 +43,20 @@ def cpu_model() -> str:
 def describe(label: str) -> str:
     """The full name of a device from a model's short label ("cpu", "cuda: <name>", "remote")."""
     return f"cpu: {cpu_model()}" if label == "cpu" else label
+
+
+# The runtimes a local model may name after its device (see `ragmatrix.models.st_backends`).
+_RUNTIME = re.compile(r" \((?:onnx|openvino)\b[^()]*\)$")
+
+
+def with_runtime(device: str, runtime: str | None) -> str:
+    """`device` with the runtime the model runs on it through: `cpu: <CPU> (onnx int8)`."""
+    return f"{device} ({runtime})" if runtime else device
+
+
+def hardware(device: str) -> str:
+    """The device without its runtime: the machine that a speed was measured on."""
+    return _RUNTIME.sub("", device)
 
 
 def is_local(device: str) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ragmatrix.cost.device import hardware
 from ragmatrix.cost.price import Price
 from ragmatrix.cost.record import CostRecord
 
@@ -70,8 +71,11 @@ class FamilyCosts:
 
     @property
     def devices(self) -> list[str]:
-        """The main devices of the table's local models: speeds compare only within one."""
-        found = {cost.main.device for cost in self.models.values() if cost.main and cost.main.device != "remote"}
+        """The main devices of the table's local models: speeds compare only within one (a
+        backend's runtime on the same CPU compares: that is what it is for)."""
+        found = {
+            hardware(cost.main.device) for cost in self.models.values() if cost.main and cost.main.device != "remote"
+        }
         return sorted(found)
 
 
