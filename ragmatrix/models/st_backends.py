@@ -3,8 +3,8 @@
 sentence-transformers loads a model with `backend="onnx"` or `backend="openvino"` by exporting
 its torch weights, and quantizes an ONNX export to int8 (ONNX Runtime's dynamic quantization).
 Left to itself it would write the export into the folder it loads from, and its `save_pretrained`
-rewrites that folder's configs (its sentence_bert_config.json loses `max_seq_length`, and its
-tokenizer files carry a 128-token truncation that other loaders obey). So the export is made from
+rewrites that folder's configs (`max_seq_length` leaves sentence_bert_config.json, and loaders
+that read only the tokenizer files obey their 128-token truncation). So the export is made from
 a copy, under the run's cache folder, once per (model folder fingerprint, backend, quantization),
 and only the exported weights are added to the copy, beside the model's own configs: the
 exported model truncates where the torch model does. The installed folder is never written, and
@@ -22,6 +22,7 @@ import os
 import platform
 import shutil
 import tempfile
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -182,15 +183,20 @@ def _export(model_class: Any, source: Path, partial: Path, backend: str, quantiz
 
 @contextmanager
 def _quiet() -> Iterator[None]:
-    """Without sentence-transformers' advice on exports ("Exporting the model", "Saving the exported
-    model is heavily recommended"): this module does both, and the advice names the cache's folders."""
-    logger = logging.getLogger("sentence_transformers.backend")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
+    """Without the libraries' advice on exports: sentence-transformers' "Saving the exported model
+    is heavily recommended" (this module does), optimum's guesses about what a folder holds, and
+    torch's tracer warnings."""
+    loggers = [logging.getLogger(name) for name in ("sentence_transformers.backend", "optimum")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
     finally:
-        logger.setLevel(level)
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def _read(folder: Path) -> Export:
