@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-COMMANDS = ("annotate", "rerank_eval", "heatmap", "report", "checksum", "merge", "chunks")
+COMMANDS = ("annotate", "rerank_eval", "heatmap", "report", "view", "show", "export", "checksum", "merge", "chunks")
 
 
 class CommandError(Exception):
