@@ -6,8 +6,9 @@ adds the query and document prefixes, the embedding cache and cosine similarity.
 Texts the cache cannot serve are encoded longest first (as sentence-transformers orders a
 batch, so padding stays short) in blocks of `BLOCK` texts, and each block is written to the
 cache as soon as it is encoded: a run killed in the middle of an index build embeds only the
-rest when it runs again. From `PROGRESS_FROM` texts on, a progress bar shows the rate and the
-time left.
+rest when it runs again. A progress bar shows the rate and the time left for every index build
+(whatever its size: a cold run must not sit silent), and for other work from `PROGRESS_FROM`
+texts on.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from ragmatrix.models.progress import progress
 from ragmatrix.models.spec import TextSpec
 from ragmatrix.models.usage import current_usage
 
-# Texts per encode call and cache write: what a killed build can lose, and small enough that the
-# encode call's own overhead stays well under 1% of its time.
-BLOCK = 256
+# Texts per encode call and cache write: what a killed build can lose, and how often the bar moves
+# (about every 4 s for MiniLM on two CPU cores); the encode call's own overhead stays well under
+# 1% of its time.
+BLOCK = 64
 PROGRESS_FROM = 2 * BLOCK
 
 if TYPE_CHECKING:
@@ -50,8 +52,8 @@ class Embedder:
     def _encode(self, texts: list[str]) -> np.ndarray:
         raise NotImplementedError
 
-    def embed_documents(self, texts: list[str], unit: str = "text") -> np.ndarray:
-        return self._embed([self.spec.document_prefix + t for t in texts], unit)
+    def embed_documents(self, texts: list[str], unit: str = "text", progress_from: int = PROGRESS_FROM) -> np.ndarray:
+        return self._embed([self.spec.document_prefix + t for t in texts], unit, progress_from)
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         queries = [self.spec.query_prefix + t for t in texts]
@@ -89,7 +91,7 @@ class Embedder:
             self._fingerprint = md5_of(self.spec.output_fingerprint())
         return self._fingerprint
 
-    def _embed(self, texts: list[str], unit: str = "text") -> np.ndarray:
+    def _embed(self, texts: list[str], unit: str = "text", progress_from: int = PROGRESS_FROM) -> np.ndarray:
         """Rows for `texts` (prefixes applied) in order: cached ones read, the distinct misses
         encoded in blocks, each block stored as it is done."""
         import numpy as np
@@ -127,14 +129,16 @@ class Embedder:
             usage.embedding_shared += shared + written_here
             usage.embedding_cache_hits += len(from_cache) - written_here
         if misses:
-            vectors.update(self._encode_in_blocks(misses, unit))
+            vectors.update(self._encode_in_blocks(misses, unit, progress_from))
         return np.stack([vectors[t] for t in texts]).astype(np.float32, copy=False)
 
-    def _encode_in_blocks(self, texts: list[str], unit: str) -> dict[str, np.ndarray]:
+    def _encode_in_blocks(
+        self, texts: list[str], unit: str, progress_from: int = PROGRESS_FROM
+    ) -> dict[str, np.ndarray]:
         ordered = sorted(texts, key=len, reverse=True)
         blocks = [ordered[i : i + BLOCK] for i in range(0, len(ordered), BLOCK)]
         done: dict[str, np.ndarray] = {}
-        with progress(len(texts), f"{self.id}: embedding", unit) if len(texts) >= PROGRESS_FROM else _silent() as step:
+        with progress(len(texts), f"{self.id}: embedding", unit) if len(texts) >= progress_from else _silent() as step:
             for block in blocks:
                 encoded = self._measured_encode(block)
                 if self.cache is not None:
@@ -229,7 +233,8 @@ class Embedder:
 
     def index_documents(self, documents: list[str]) -> VectorIndex:
         """The documents embedded once (through the cache), ready to score any number of queries."""
-        return VectorIndex(self, self.embed_documents(documents, unit="chunk") if documents else None)
+        matrix = self.embed_documents(documents, unit="chunk", progress_from=1) if documents else None
+        return VectorIndex(self, matrix)
 
     def score_matrix(self, queries: list[str], documents: list[str]) -> np.ndarray:
         """Cosine similarities, one row per query and one column per document."""
