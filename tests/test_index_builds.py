@@ -119,7 +119,7 @@ def test_a_build_killed_with_sigkill_embeds_only_the_rest_when_run_again(tmp_pat
     assert f"ENCODED {4 * BLOCK - kept}" in done.stdout
 
 
-def test_an_index_build_of_any_size_shows_a_progress_bar_and_other_work_from_progress_from_texts(fresh_run, capsys):
+def test_index_builds_and_windows_of_any_size_show_a_progress_bar_other_work_from_progress_from(fresh_run, capsys):
     assert fresh_run.suspend_capture is None  # on stderr as it is, where capsys reads it
     Recording(None).embed_documents(texts(PROGRESS_FROM - 1))
     assert capsys.readouterr().err == ""
@@ -129,6 +129,9 @@ def test_an_index_build_of_any_size_shows_a_progress_bar_and_other_work_from_pro
     Recording(None).index_documents(texts(3))  # a cold run must never sit silent through an index build
     shown = capsys.readouterr().err
     assert "bow: embedding: 100%" in shown and "3/3" in shown and "chunk/s" in shown
+    Recording(None).prefetch(texts(2), [])  # nor through a window of texts embedded ahead
+    shown = capsys.readouterr().err
+    assert "bow: embedding: 100%" in shown and "2/2" in shown
 
 
 def test_the_progress_bar_reaches_the_terminal_through_the_suspended_capture(fresh_run):

@@ -7,8 +7,8 @@ Texts the cache cannot serve are encoded longest first (as sentence-transformers
 batch, so padding stays short) in blocks of `BLOCK` texts, and each block is written to the
 cache as soon as it is encoded: a run killed in the middle of an index build embeds only the
 rest when it runs again. A progress bar shows the rate and the time left for every index build
-(whatever its size: a cold run must not sit silent), and for other work from `PROGRESS_FROM`
-texts on.
+and every window of texts embedded ahead (whatever their size: a cold run must not sit silent),
+and for other work from `PROGRESS_FROM` texts on.
 """
 
 from __future__ import annotations
@@ -80,7 +80,9 @@ class Embedder:
                     self._ahead[text] = (vector, True)
         misses = [t for t in unique if t not in self._ahead]
         if misses:
-            self._ahead.update((t, (row, False)) for t, row in self._encode_in_blocks(misses, "text").items())
+            # a bar for every window's batch, as for an index build: a model's first load happens here
+            encoded = self._encode_in_blocks(misses, "text", progress_from=1)
+            self._ahead.update((t, (row, False)) for t, row in encoded.items())
 
     @property
     def fingerprint(self) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from ragmatrix.families import Family
+from ragmatrix.foundations.cache import cache_dir
 from ragmatrix.foundations.context import current
 from ragmatrix.foundations.keys import result_key
 from ragmatrix.foundations.storage import StorageError
@@ -89,7 +90,7 @@ class BenchmarkState:
     def provenance(self) -> Provenance:
         """What every row this session writes records of where it comes from, found once."""
         if self._provenance is None:
-            self._provenance = provenance(self.benchmark_dir, self.results_dir)
+            self._provenance = provenance(self.benchmark_dir, [self.results_dir, cache_dir()])
         return self._provenance
 
     @property

@@ -1,14 +1,16 @@
 """Where the rows of a run come from: the row format, the ragmatrix version, and the commit of
 the benchmark repository, marked dirty when its files differ from that commit.
 
-Found once per session, when the first row is written. The results folder itself is left out
-of the dirty check: a run appends to it, and that is no change to what produced the results.
+Found once per session, when the first row is written. The results folder and the cache folder
+are left out of the dirty check: a run writes to them, and that is no change to what produced
+the results.
 Outside a git checkout, or without git, the commit is unknown (None), never a guess.
 """
 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -24,27 +26,28 @@ def ragmatrix_version() -> str | None:
         return None
 
 
-def provenance(repository: Path, results_dir: Path | None = None) -> Provenance:
+def provenance(repository: Path, written: Sequence[Path] = ()) -> Provenance:
     """The provenance of rows written now by a benchmark in `repository` (any folder inside
-    the checkout) into `results_dir`."""
-    commit, dirty = git_state(repository, results_dir)
+    the checkout); `written` are the folders the run writes (results, caches)."""
+    commit, dirty = git_state(repository, written)
     return Provenance(format=ROW_FORMAT, ragmatrix=ragmatrix_version(), commit=commit, dirty=dirty)
 
 
-def git_state(repository: Path, results_dir: Path | None = None) -> tuple[str | None, bool | None]:
-    """(HEAD's commit, whether the checkout differs from it), or (None, None) outside git."""
+def git_state(repository: Path, written: Sequence[Path] = ()) -> tuple[str | None, bool | None]:
+    """(HEAD's commit, whether the checkout differs from it, the `written` folders aside), or
+    (None, None) outside git."""
     commit = _git(repository, "rev-parse", "--verify", "HEAD")
     if commit is None:
         return None, None
+    top = _git(repository, "rev-parse", "--show-toplevel")
     excluded: list[str] = []
-    if results_dir is not None:
-        top = _git(repository, "rev-parse", "--show-toplevel")
+    for folder in written if top else ():
         try:
-            inside = Path(results_dir).resolve().relative_to(Path(top or "").resolve()) if top else None
+            inside = Path(folder).resolve().relative_to(Path(str(top)).resolve())
         except ValueError:
-            inside = None  # results outside the checkout: nothing to leave out
-        if inside is not None and inside.parts:
-            excluded = [f":(top,exclude){inside.as_posix()}"]
+            continue  # outside the checkout: nothing to leave out
+        if inside.parts:
+            excluded.append(f":(top,exclude){inside.as_posix()}")
     status = _git(repository, "status", "--porcelain", "--ignore-submodules", "--", ":(top)", *excluded)
     return commit, (bool(status) if status is not None else None)
 
