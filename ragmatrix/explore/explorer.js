@@ -368,4 +368,5 @@
   else left.append(el("p", { text: "No result rows." }));
   if (hash) openItem(Number(hash[1]));
   document.body.setAttribute("data-ready", "yes");
+  document.body.setAttribute("data-ready-ms", String(Math.round(performance.now())));
 })();

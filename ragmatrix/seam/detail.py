@@ -76,11 +76,10 @@ def to_json(part: Part) -> dict[str, Any]:
 
 def number(value: Any, digits: int = 4) -> str:
     """A stored number as shown: at most `digits` decimals, no trailing zeros; `-` for none."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    kind = type(value)
+    if kind is float:
+        text = f"{value:.{digits}f}".rstrip("0").rstrip(".")
+        return text if text not in ("", "-0") else "0"
+    if kind is int:
         return str(value)
-    if isinstance(value, int):
-        return str(value)
-    text = f"{value:.{digits}f}".rstrip("0").rstrip(".")
-    return text if text not in ("", "-0") else "0"
+    return "-" if value is None else str(value)
