@@ -2,9 +2,9 @@
 `view`, `show` and `export` read.
 
 The results folder is the one given, else `benchmark/results` found from here upward; the
-cases come from the data files of the benchmark beside it (`<results>/../data`), or those given
-with `--data-dir`. Call it inside the project's run (`start_run`), which `run_in_project`
-starts.
+cases come from the data files given with `--data-dir`, else those beside the results
+(`<results>/../data`), else the project's `benchmark/data` found from here upward. Load them
+inside the project's run (`start_run`), which `run_in_project` starts.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--data-dir",
         type=Path,
         default=None,
-        help="the data files the results were run on (default: data/ beside the results folder)",
+        help="the data files the results were run on (default: data/ beside the results folder, else "
+        "benchmark/data looked for from here upward)",
     )
 
 
@@ -90,7 +91,7 @@ def load(args: argparse.Namespace, results: Path, with_cases: bool = True) -> St
     stored = Stored(results, shown, rows, families, notes=[f"unreadable: {p}" for p in problems])
     cases = {}
     if with_cases:
-        data_dir: Path = args.data_dir if args.data_dir is not None else results.parent / "data"
+        data_dir = _data_dir(args.data_dir, results)
         if args.data_dir is not None and not data_dir.is_dir():
             raise CommandError(f"--data-dir {data_dir}: no such folder")
         found = find_cases(data_dir, root=data_dir.parent.parent)
@@ -100,3 +101,19 @@ def load(args: argparse.Namespace, results: Path, with_cases: bool = True) -> St
             stored.notes.append(f"no data files at {data_dir}: items show what their rows recorded only")
     stored.items = join(rows, families, cases)
     return stored
+
+
+def _data_dir(given: Path | None, results: Path) -> Path:
+    """The data files: those given, else `data/` beside the results folder, else the project's
+    `benchmark/data` found from here upward (results written elsewhere with --results-dir)."""
+    from ragmatrix.cli.locate import MODELS_FILE, NotFound, find_upward
+
+    if given is not None:
+        return given
+    beside = results.parent / "data"
+    if beside.is_dir():
+        return beside
+    try:
+        return find_upward(MODELS_FILE.parent / "data", Path.cwd().resolve(), folder=True)
+    except NotFound:
+        return beside
