@@ -35,11 +35,10 @@
   app.textContent = "";
   const header = el("header", {},
     el("h1", { text: DATA.title }),
-    el("p", { text: DATA.items + " items from " + DATA.results + ", written " + DATA.written +
-      " by ragmatrix view. Click a cell to open its item." }));
-  for (const [label, rows] of DATA.provenance) {
-    header.append(el("p", { cls: "provenance", text: "rows written by " + label + ": " + rows }));
-  }
+    el("p", { text: DATA.items + " items from " + DATA.results + ", written by ragmatrix view. " +
+      "Click a cell to open its item." }));
+  header.append(el("p", { cls: "provenance", text: "Provenance: " +
+    DATA.provenance.map(([label, rows]) => label + " (" + rows + " rows)").join("; ") + "." }));
   for (const note of DATA.notes) header.append(el("p", { cls: "note", text: "note: " + note }));
   const nav = el("nav", { id: "family-tabs" });
   const filters = el("div", { cls: "filters", id: "filters" });
@@ -243,7 +242,10 @@
     aside.textContent = "";
     const item = found.item;
     aside.append(el("h2", { id: "detail-title", text: item.id }));
-    aside.append(part(item.summary, found.texts));
+    const field = name => (item.summary.pairs.find(pair => pair[0] === name) || [name, "-"])[1];
+    aside.append(el("p", { cls: "status-line", id: "detail-status", text: field("status") + " · score " +
+      field("score") + " · " + field("iterations") + " iteration(s) · " + field("errors") + " error(s) · " +
+      field("invalid answers") + " invalid answer(s)" }));
     for (const note of item.notes) aside.append(el("p", { cls: "note", text: note }));
     if (item.asked.length) {
       aside.append(el("h3", { text: "what was asked" }));
@@ -253,6 +255,8 @@
       aside.append(el("h3", { text: item.iterations.length > 1 ? "iteration " + (i + 1) : "what came back" }));
       for (const p of parts) aside.append(part(p, found.texts));
     });
+    aside.append(el("h3", { text: "the item" }));
+    aside.append(part(item.summary, found.texts));
     aside.scrollTop = 0;
     history.replaceState(null, "", "#item=" + index);
   }

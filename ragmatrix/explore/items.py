@@ -94,15 +94,15 @@ def detail(item: StoredItem) -> Detail:
         opened.asked = _guarded("what was asked", view.asked, case, row)
     for index, iteration in enumerate(row.iterations, start=1):
         parts: list[Part] = [_iteration_fields(index, iteration)]
-        metrics = iteration.numeric_metrics()
-        if metrics:
-            rows = [[name, number(value)] for name, value in sorted(metrics.items())]
-            parts.append(Listing("metrics", ["metric", "value"], rows, numeric={1}))
         if iteration.error is None:
             if view is not None and view.answered is not None:
                 parts += _guarded("what it recorded", view.answered, iteration, case)
             else:
                 parts += _raw(iteration)
+        metrics = iteration.numeric_metrics()
+        if metrics:
+            rows = [[name, number(value)] for name, value in sorted(metrics.items())]
+            parts.append(Listing("metrics", ["metric", "value"], rows, numeric={1}))
         opened.iterations.append(parts)
     return opened
 

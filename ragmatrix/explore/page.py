@@ -10,7 +10,8 @@ Untrusted text (answers, case names, model ids) is data, never markup:
   can close the block or open a comment (`<`, `>` and `&` are written as JSON escapes);
 - the page's script sets every string with `textContent` and DOM calls, never as HTML.
 
-A store of 50,000 items stays fast to open: the grid's data is small columns, the grid draws
+The same results give the same page, byte for byte (no time stamp is written). A store of
+50,000 items stays fast to open: the grid's data is small columns, the grid draws
 only the rows in view, and each item's detail is packed, gzip-compressed, in blocks of
 `BLOCK_ITEMS` items that the page unpacks (with the browser's own `DecompressionStream`) only
 when an item of that block is opened.
@@ -24,7 +25,6 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
@@ -115,7 +115,6 @@ def _data(data: PageData) -> tuple[dict[str, Any], list[str]]:
     summary = {
         "title": data.title,
         "results": data.results,
-        "written": datetime.now(UTC).isoformat(timespec="seconds"),
         "items": len(data.items),
         "blockItems": BLOCK_ITEMS,
         "families": [_finished(grid) for _, grid in sorted(families.items())],
