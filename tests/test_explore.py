@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -317,3 +318,16 @@ def test_page_data_cannot_close_its_script_element_or_open_a_comment(text):
     packed = script_json({"answer": text, "case": [text]})
     assert "<" not in packed and ">" not in packed and "&" not in packed
     assert json.loads(packed) == {"answer": text, "case": [text]}
+
+
+def test_the_page_script_never_parses_data_as_html():
+    script = (REPO / "ragmatrix" / "explore" / "explorer.js").read_text()
+    assert re.findall(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\(|new Function", script) == []
+
+
+def test_the_same_results_give_the_same_page_byte_for_byte(tmp_path, capsys):
+    first, second = tmp_path / "a.html", tmp_path / "b.html"
+    for page in (first, second):
+        assert main(["view", "--results-dir", str(RESULTS), "--out", str(page)]) == 0
+    capsys.readouterr()
+    assert first.read_bytes() == second.read_bytes()

@@ -223,7 +223,7 @@
   }
 
   async function openItem(index) {
-    if (index < 0) return;
+    if (!(index >= 0 && index < DATA.items)) return;
     state.selected = index;
     for (const node of document.querySelectorAll(".cell.selected")) node.classList.remove("selected");
     for (const node of document.querySelectorAll('.cell[data-item="' + index + '"]')) node.classList.add("selected");
