@@ -137,7 +137,9 @@ def test_the_filters_narrow_the_grid(browser, tmp_path, capsys):
     select(browser, "filter-model", "bow")
     assert texts(browser, ".head .model") == ["bow"]
     select(browser, "filter-variant", "line")
-    assert sorted(texts(browser, ".row-label")) == sorted(r.item for r in code if r.model == "bow" and r.variant == "line")
+    assert sorted(texts(browser, ".row-label")) == sorted(
+        r.item for r in code if r.model == "bow" and r.variant == "line"
+    )
     browser.find_element("id", "filter-failing").click()
     failing = sorted(r.item for r in code if r.model == "bow" and r.variant == "line" and (r.item_score() or 0) < 0.5)
     assert failing and sorted(texts(browser, ".row-label")) == failing
@@ -198,7 +200,9 @@ def test_compare_lists_the_changed_cases_regressions_first(browser, tmp_path, ca
     open_page(browser, page)
     changes = [
         [cell.get_attribute("textContent") for cell in row.find_elements("css selector", "td")]
-        for row in browser.find_elements("css selector", "#changes table.changes")[0].find_elements("css selector", "tr.change")
+        for row in browser.find_elements("css selector", "#changes table.changes")[0].find_elements(
+            "css selector", "tr.change"
+        )
     ]
     assert changes == [
         ["regression", "code_retrieval", "minilm", "base64_ascii85_adobe:line", "1.000", "0.250", "-0.750"],

@@ -63,7 +63,18 @@ def write_page(results: Path, page: Path) -> float:
     started = time.perf_counter()
     subprocess.run(
         # the benchmark's own data files: the large store's cases are the committed ones
-        [sys.executable, "-m", "ragmatrix", "view", "--results-dir", str(results), "--out", str(page), "--data-dir", str(DATA)],
+        [
+            sys.executable,
+            "-m",
+            "ragmatrix",
+            "view",
+            "--results-dir",
+            str(results),
+            "--out",
+            str(page),
+            "--data-dir",
+            str(DATA),
+        ],
         check=True,
         cwd=ROOT,
         capture_output=True,
@@ -88,7 +99,9 @@ def browse(driver, page: Path) -> dict[str, float]:
     tabs[0].click()
     started = time.perf_counter()
     # the first row's last model: an item of a late block, which the click unpacks
-    driver.execute_script("[...document.querySelector('#grid-body .row').querySelectorAll('.cell:not(.empty)')].pop().click()")
+    driver.execute_script(
+        "[...document.querySelector('#grid-body .row').querySelectorAll('.cell:not(.empty)')].pop().click()"
+    )
     wait.until(lambda d: d.find_elements("css selector", "#detail-title"))
     opened = (time.perf_counter() - started) * 1000
     return {"drawn ms": drawn, "family switch ms": switched, "item opened ms": opened}
