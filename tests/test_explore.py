@@ -12,6 +12,7 @@ import csv
 import json
 import math
 import re
+import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -331,3 +332,29 @@ def test_the_same_results_give_the_same_page_byte_for_byte(tmp_path, capsys):
         assert main(["view", "--results-dir", str(RESULTS), "--out", str(page)]) == 0
     capsys.readouterr()
     assert first.read_bytes() == second.read_bytes()
+
+
+def test_show_piped_into_a_reader_that_stops_early_ends_quietly():
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ragmatrix",
+            "show",
+            "-k",
+            "code_retrieval",
+            "--limit",
+            "0",
+            "--results-dir",
+            str(RESULTS),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.readline().startswith(b"=== test_code_retrieval[")
+    process.stdout.close()  # as `| head -1` does
+    error = process.stderr.read().decode()
+    assert process.wait(timeout=300) == 0
+    assert "Traceback" not in error and "BrokenPipe" not in error
