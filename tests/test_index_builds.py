@@ -3,18 +3,21 @@ progress bar, a killed build resumed, and the session line's three counts."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import sqlite3
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ragmatrix.models.embedder import BLOCK, PROGRESS_FROM
+from ragmatrix.models.embedder import BLOCK, PROGRESS_FROM, EmbeddingModel
 from ragmatrix.models.embedding_cache import EmbeddingCache
 from ragmatrix.models.lexical import HashingBagOfWords
 from ragmatrix.models.spec import ModelSpec
@@ -28,19 +31,23 @@ def texts(n: int, start: int = 0) -> list[str]:
     return [f"chunk {i} " + "word " * (i % 7) for i in range(start, start + n)]
 
 
-class Recording(HashingBagOfWords):
-    """The bag-of-words embedder, recording each block; it dies after `fail_after` blocks."""
+class RecordingBagOfWords(HashingBagOfWords):
+    """The bag-of-words model, recording each block; it dies after `fail_after` blocks."""
 
-    def __init__(self, cache: EmbeddingCache | None, fail_after: int | None = None) -> None:
-        super().__init__(SPEC, cache)
+    def __init__(self, fail_after: int | None = None) -> None:
         self.blocks: list[list[str]] = []
         self.fail_after = fail_after
 
-    def _encode(self, batch: list[str]) -> np.ndarray:
+    def embed(self, batch: list[str]) -> np.ndarray:
         if self.fail_after is not None and len(self.blocks) == self.fail_after:
             raise KeyboardInterrupt  # as a user's Ctrl-C would land between two blocks
         self.blocks.append(list(batch))
-        return super()._encode(batch)
+        return super().embed(batch)
+
+
+def Recording(cache: EmbeddingCache | None, fail_after: int | None = None) -> EmbeddingModel:
+    """The bag-of-words embedder whose model records each block (`model.provider.blocks`)."""
+    return EmbeddingModel(SPEC, RecordingBagOfWords(fail_after), cache)
 
 
 def test_misses_are_encoded_longest_first_in_blocks_each_stored_when_done(tmp_path):
@@ -48,10 +55,10 @@ def test_misses_are_encoded_longest_first_in_blocks_each_stored_when_done(tmp_pa
     model = Recording(cache)
     documents = texts(2 * BLOCK + 10)
     rows = model.embed_documents(documents)
-    assert [len(b) for b in model.blocks] == [BLOCK, BLOCK, 10]
-    lengths = [len(t) for block in model.blocks for t in block]
+    assert [len(b) for b in model.provider.blocks] == [BLOCK, BLOCK, 10]
+    lengths = [len(t) for block in model.provider.blocks for t in block]
     assert lengths == sorted(lengths, reverse=True)
-    assert np.allclose(rows, HashingBagOfWords(SPEC).embed_documents(documents))  # in the order asked
+    assert np.allclose(rows, EmbeddingModel(SPEC, HashingBagOfWords()).embed_documents(documents))  # in the order asked
     assert len(cache) == len(documents)
 
 
@@ -62,11 +69,12 @@ def test_an_interrupted_build_keeps_its_finished_blocks_and_the_rerun_embeds_onl
     assert len(EmbeddingCache(tmp_path)) == 2 * BLOCK
     again = Recording(EmbeddingCache(tmp_path))
     again.embed_documents(documents)
-    assert sum(len(b) for b in again.blocks) == BLOCK
+    assert sum(len(b) for b in again.provider.blocks) == BLOCK
 
 
 KILLED_BUILD = """
 import sys, time
+from ragmatrix.models.embedder import BLOCK, EmbeddingModel
 from ragmatrix.models.embedding_cache import EmbeddingCache
 from ragmatrix.models.lexical import HashingBagOfWords
 from ragmatrix.models.spec import ModelSpec
@@ -74,13 +82,14 @@ from ragmatrix.models.spec import ModelSpec
 class Slow(HashingBagOfWords):
     encoded = 0
 
-    def _encode(self, batch):
+    def embed(self, batch):
         time.sleep(float(sys.argv[2]))  # a model's pace: long enough to be killed mid-build
         Slow.encoded += len(batch)
-        return super()._encode(batch)
+        return super().embed(batch)
 
-texts = [f"chunk {i} " + "word " * (i % 7) for i in range(4 * 256)]
-Slow(ModelSpec(id="bow", kind="embedder", builtin="bow"), EmbeddingCache(sys.argv[1])).embed_documents(texts)
+texts = [f"chunk {i} " + "word " * (i % 7) for i in range(4 * BLOCK)]
+spec = ModelSpec(id="bow", kind="embedder", builtin="bow")
+EmbeddingModel(spec, Slow(), EmbeddingCache(sys.argv[1])).embed_documents(texts)
 print("ENCODED", Slow.encoded)
 """
 
@@ -115,13 +124,19 @@ def test_a_build_killed_with_sigkill_embeds_only_the_rest_when_run_again(tmp_pat
     assert f"ENCODED {4 * BLOCK - kept}" in done.stdout
 
 
-def test_a_long_build_shows_a_progress_bar_with_its_rate_and_a_short_one_none(fresh_run, capsys):
+def test_index_builds_and_windows_of_any_size_show_a_progress_bar_other_work_from_progress_from(fresh_run, capsys):
     assert fresh_run.suspend_capture is None  # on stderr as it is, where capsys reads it
     Recording(None).embed_documents(texts(PROGRESS_FROM - 1))
     assert capsys.readouterr().err == ""
-    Recording(None).index_documents(texts(PROGRESS_FROM))
+    Recording(None).embed_documents(texts(PROGRESS_FROM))
     shown = capsys.readouterr().err
-    assert "bow: embedding: 100%" in shown and f"{PROGRESS_FROM}/{PROGRESS_FROM}" in shown and "chunk/s" in shown
+    assert "bow: embedding: 100%" in shown and f"{PROGRESS_FROM}/{PROGRESS_FROM}" in shown and "text/s" in shown
+    Recording(None).index_documents(texts(3))  # a cold run must never sit silent through an index build
+    shown = capsys.readouterr().err
+    assert "bow: embedding: 100%" in shown and "3/3" in shown and "chunk/s" in shown
+    Recording(None).prefetch(texts(2), [])  # nor through a window of texts embedded ahead
+    shown = capsys.readouterr().err
+    assert "bow: embedding: 100%" in shown and "2/2" in shown
 
 
 def test_the_progress_bar_reaches_the_terminal_through_the_suspended_capture(fresh_run):
@@ -175,3 +190,27 @@ def test_a_benchmark_run_draws_the_bar_on_the_terminal_past_the_capture(pytester
     shown = result.stdout.str() + result.stderr.str()
     assert "bow: embedding: 100%" in shown and f"{PROGRESS_FROM + 10}/{PROGRESS_FROM + 10}" in shown
     assert "chunk/s" in shown
+
+
+def test_an_index_build_says_on_a_terminal_which_corpus_it_indexes_and_nothing_off_one(fresh_run, tmp_path, capsys):
+    from ragmatrix.families.code_retrieval.chunking import Chunking
+    from ragmatrix.families.code_retrieval.corpus import CorpusSpec, load_corpus
+    from ragmatrix.families.code_retrieval.retrieval import index_of
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("".join(f"def a{i}():\n    return {i}\n" for i in range(30)))
+    corpus = load_corpus(CorpusSpec(path="src"), tmp_path)
+    index_of(Recording(None), corpus, Chunking(strategy="line"))
+    assert "indexing" not in capsys.readouterr().err  # stderr is no terminal here: no line
+    leader, follower = os.openpty()  # a real terminal, as a user's would be, 120 columns wide
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    with os.fdopen(follower, "w") as terminal:
+        original, sys.stderr = sys.stderr, terminal
+        try:
+            index_of(Recording(None), corpus, Chunking(strategy="line", lines=20, overlap=5))
+        finally:
+            sys.stderr = original
+    shown = os.read(leader, 65536).decode()
+    os.close(leader)
+    assert "ragmatrix: bow: indexing 4 chunks of path src (line)" in shown
+    assert "bow: embedding: 100%" in shown and "4/4" in shown

