@@ -30,6 +30,7 @@ from ragmatrix.families import all_families, family_named, register
 from ragmatrix.foundations.cache import CACHE_FOLDER
 from ragmatrix.foundations.context import RunContext, start_run
 from ragmatrix.foundations.storage import StorageError
+from ragmatrix.foundations.untrusted import safe_text
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.models_file import ModelsFileError
 from ragmatrix.models.registry import run_registry
@@ -539,7 +540,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         hint = "; --no-response-cache runs without the caches" if error.what == CACHE_FOLDER else ""
         item.session.shouldstop = f"{error}; the run stops here, and what is stored is unchanged{hint}"
     elif isinstance(error, ModelError | CaseInputError | runner.ModelFailure):
-        report.longrepr = str(error)  # one line, not a traceback wall
+        report.longrepr = safe_text(str(error))  # one line, not a traceback wall; it may quote a file
         state = item.config.stash.get(STATE_KEY, None)
         if call.when == "setup" and isinstance(error, ModelError) and state is not None:
             plan = runner.plan_for(item, state)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import Any
 
+from ragmatrix.foundations.untrusted import safe_line
 from ragmatrix.report.memo import Memo
 from ragmatrix.results.rows import Row
 from ragmatrix.seam.family import Family
@@ -431,7 +432,8 @@ def breakdown_values(row: Row, name: str) -> list[str]:
             found = entry.details.get(name)
     if found is None:
         return []
-    return [str(value) for value in found] if isinstance(found, list) else [str(found)]
+    # read from a results file, shown in a table: one line, whatever the data file held
+    return [safe_line(str(value)) for value in found] if isinstance(found, list) else [safe_line(str(found))]
 
 
 def breakdown_lines(
