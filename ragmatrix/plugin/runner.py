@@ -136,7 +136,7 @@ def build_row(plan: ItemPlan, entries: list[dict[str, Any]], usage: Usage, durat
         iterations=iterations,
         n_iterations=len(iterations),
         errors=errors,
-        invalid=sum(1 for entry in scored if entry.valid is False),
+        invalid=sum(entry.invalid_answers for entry in scored),
         usage=usage.to_json(),
         duration_s=round(duration, 4),
         recorded_at=datetime.now(UTC).isoformat(timespec="seconds"),

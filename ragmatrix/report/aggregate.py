@@ -196,7 +196,7 @@ def _line(model: str, family: str, rows: list[Row], memo: Memo, binary: bool | N
             continue
         for entry in row.scored_iterations():
             by_case[row.case].append(float(entry.score or 0.0))
-            invalid += entry.valid is False
+            invalid += entry.invalid_answers  # a zELO judge's invalid judgements each count
     n = sum(len(values) for values in by_case.values())
     if not n:
         return Line(model, family, None, None, None, "none", 0, len(rows), 0, errors, invalid)

@@ -81,7 +81,8 @@ def _reading_guide() -> list[Block]:
                 "**mean** is the family's headline score over every scored iteration of a model's items, on "
                 "the scale each family's heading names. **n** counts scored iterations, **items** the model's "
                 "items, **cases** the cases with a score, **errors** the items that ended in a model error, "
-                "**invalid** the answers that could not be parsed (they score 0).",
+                "**invalid** the answers that could not be parsed (an invalid item scores 0; each of a zELO "
+                "judge's invalid judgements counts, though its item may still have a score).",
                 f"**Clusters.** A case often gives several items (prompt variants, chunkings, iterations); they "
                 f"are not independent draws. So every interval resamples whole cases when some case gives "
                 f"several values and there are at least {MIN_CASES_TO_CLUSTER} cases, and every paired test "
