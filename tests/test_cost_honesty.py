@@ -28,7 +28,8 @@ from ragmatrix.cost.price import dollars
 from ragmatrix.cost.record import CostRecord
 from ragmatrix.cost.store import CostStore
 from ragmatrix.families import all_families
-from ragmatrix.models.embedder import BLOCK
+from ragmatrix.models.client import ModelError
+from ragmatrix.models.embedder import BLOCK, EmbeddingModel
 from ragmatrix.models.lexical import HashingBagOfWords
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.models.usage import Usage, current_usage
@@ -79,25 +80,22 @@ def test_a_tiny_real_cost_shows_its_digits_in_the_table_and_the_usage_line(bench
 
 
 class FailingOnSecondBlock(HashingBagOfWords):
-    """The bag-of-words embedder, whose second block fails (a server that gives up mid-build)."""
+    """The bag-of-words model, failing on the block that holds the shortest text, "x" (texts are
+    encoded longest first): a server that gives up mid-build."""
 
-    def __init__(self) -> None:
-        super().__init__(ModelSpec(id="bow", kind="embedder", builtin="bow"))
-        self.blocks = 0
-
-    def _encode(self, batch: list[str]) -> np.ndarray:
-        if self.blocks == 1:
+    def embed(self, batch: list[str]) -> np.ndarray:
+        if "x" in batch:
             raise RuntimeError("the server went away")
-        self.blocks += 1
-        return super()._encode(batch)
+        return super().embed(batch)
 
 
 def test_a_failed_encode_counts_only_the_blocks_it_encoded():
     usage, meter = Usage(), Meter(None)
     tokens = (current_usage.set(usage), current_meter.set(meter), current_work.set(Work("code_retrieval")))
     try:
-        with pytest.raises(RuntimeError):
-            FailingOnSecondBlock().embed_documents([f"text {i}" for i in range(BLOCK + 44)])
+        with pytest.raises(ModelError, match="the server went away"):  # an error row, for the item
+            model = EmbeddingModel(ModelSpec(id="bow", kind="embedder", builtin="bow"), FailingOnSecondBlock(), None)
+            model.embed_documents([*(f"text {i}" for i in range(BLOCK + 43)), "x"])
     finally:
         current_work.reset(tokens[2])
         current_meter.reset(tokens[1])
@@ -250,7 +248,8 @@ def test_each_record_keeps_the_load_average_and_figures_from_a_busy_machine_are_
     busy = record.model_copy(update={"load_average": 2.0 * (record.cpus or 1) + 0.5})
     store.write("rag_interpretation", [busy])
     terminal = run(bench, "-k", "bow")
-    terminal.stdout.fnmatch_lines(["cost: measured on a busy machine, speeds and latencies read slow: bow (load average *"])
+    busy_line = "cost: measured on a busy machine, speeds and latencies read slow: bow (load average *"
+    terminal.stdout.fnmatch_lines([busy_line])
     written = write_report(results, tmp_path / "report", all_families())
     board = LeaderboardFile.model_validate_json(written.json.read_text())
     cost = next(m for m in board.families["rag_interpretation"].models if m.model == "bow").cost

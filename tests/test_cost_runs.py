@@ -124,13 +124,15 @@ def test_an_llm_gets_its_latency_the_tokens_the_server_counted_and_their_price(b
     result = run(bench, "-k", "scripted")
     result.assert_outcomes(passed=LLM_ITEMS)
     cost = entry(leaderboard(bench), "scripted").cost
-    assert cost.device == "remote" and cost.latency_of == "request"
+    assert cost.device == "remote: 127.0.0.1" and cost.latency_of == "request"
     assert cost.latency_ms is not None and cost.latency_ms.p50 >= 150  # the server's 200 ms; no upper bound
     assert cost.tokens is not None and (cost.tokens.input, cost.tokens.output) == (10 * LLM_ITEMS, 2 * LLM_ITEMS)
     assert cost.usd == pytest.approx((10 * LLM_ITEMS * 1.0 + 2 * LLM_ITEMS * 2.0) / 1e6)
     assert cost.price is not None and cost.price.source == "models.yaml" and not cost.tokens_counted
     assert cost.embeddings_per_s is None and cost.memory_added_mb is None  # the server's memory is not ours
-    result.stdout.fnmatch_lines(["rank*model*mean*p50 ms*tokens in/out*USD*device*", "*scripted*50/10*$0.0000700*remote*"])
+    result.stdout.fnmatch_lines(
+        ["rank*model*mean*p50 ms*tokens in/out*USD*device*", "*scripted*50/10*$0.0000700*remote*"]
+    )
     # the direct client starts warm (built before the first request), so every request counts
     assert records(bench)["scripted"]["requests"] == LLM_ITEMS
 

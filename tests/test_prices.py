@@ -88,7 +88,8 @@ def test_a_results_folder_anywhere_reports_the_price_its_run_priced(measured, tm
 
 def test_a_price_edited_after_the_run_changes_nothing_the_report_says(measured, server):
     project, _ = measured
-    write(project.path / "benchmark" / "models.yaml", priced(server, "{input_per_million: 5.0, output_per_million: 5.0}"))
+    edited = priced(server, "{input_per_million: 5.0, output_per_million: 5.0}")
+    write(project.path / "benchmark" / "models.yaml", edited)
     cost, _, _ = report(Path("r"), project.path / "out")
     assert cost["usd"] == pytest.approx(USD)  # the run's price, kept with its record
 

@@ -218,13 +218,13 @@ def test_a_beir_folder_runs_end_to_end_on_the_leaderboard_and_reruns_from_the_st
 
 def test_an_embedder_embeds_every_query_of_the_run_in_one_batch(project, monkeypatch):
     calls: list[list[str]] = []
-    encode = HashingBagOfWords._encode
+    embed = HashingBagOfWords.embed
 
     def counted(self, texts):
         calls.append(list(texts))
-        return encode(self, texts)
+        return embed(self, texts)
 
-    monkeypatch.setattr(HashingBagOfWords, "_encode", counted)
+    monkeypatch.setattr(HashingBagOfWords, "embed", counted)
     result = project.runpytest("benchmark", "-p", "no:cacheprovider", "--no-response-cache", "-k", "bow")
     result.assert_outcomes(passed=2)
     queries = [call for call in calls if "cherry" in call]
