@@ -123,7 +123,7 @@ def _report(args: argparse.Namespace, results: Path, models: Path | None) -> int
     from ragmatrix.families import all_families
     from ragmatrix.report import load, write_report
 
-    _refer_to_models_file(models)
+    refer_to_models_file(results, models)
     rows, _ = load(results)
     if not rows:
         raise CommandError(f"{results}: no result rows (run `pytest benchmark` first)")
@@ -162,13 +162,17 @@ def _report(args: argparse.Namespace, results: Path, models: Path | None) -> int
     return 0
 
 
-def _refer_to_models_file(models: Path | None) -> None:
+def refer_to_models_file(results: Path, models: Path | None = None) -> None:
     """The report redacts the values of the variables models.yaml names: read which they are
-    (a broken file names none; the report is still written)."""
+    from `models`, the file the command found, else from the models.yaml beside the results
+    folder or the benchmark's (a broken file names none; the report is still written)."""
+    from ragmatrix.cli.locate import MODELS_FILE
     from ragmatrix.models.models_file import ModelsFileError, load_models
 
-    if models is not None:
-        try:
-            load_models(models)
-        except ModelsFileError:
-            pass
+    candidates = [models] if models is not None else [results.resolve().parent / "models.yaml", MODELS_FILE.resolve()]
+    for path in dict.fromkeys(candidates):
+        if path.is_file():
+            try:
+                load_models(path)
+            except ModelsFileError:
+                continue
