@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ragmatrix.foundations.secrets import redact, refer_to
+from ragmatrix.foundations.untrusted import safe_line
 from ragmatrix.foundations.yamlfile import YamlFileError, field_errors, read_yaml
 from ragmatrix.models.providers import error_location, validate
 from ragmatrix.models.spec import FIXTURE_KINDS, ModelSpec
@@ -91,7 +92,7 @@ def select_models(specs: list[ModelSpec], wanted: list[str] | None, probe: bool 
     for spec in specs:
         reason = unavailable_reason(spec, probe=probe)
         if reason:
-            chosen.left_out[spec.id] = redact(reason)  # the session header shows it
+            chosen.left_out[spec.id] = safe_line(redact(reason))  # the session header shows it
         else:
             chosen.available.append(spec)
     return chosen

@@ -163,6 +163,13 @@ def _chat_messages(body: Any) -> list[dict[str, Any]]:
     return [m for m in raw if isinstance(m, dict)] if isinstance(raw, list) else []
 
 
+def _embedding_texts(body: Any) -> list[dict[str, Any]]:
+    """An embeddings request's texts, shaped as messages, for the rules to match."""
+    raw = body.get("input") if isinstance(body, dict) else None
+    texts = raw if isinstance(raw, list) else [raw]
+    return [{"role": "user", "content": text} for text in texts if isinstance(text, str)]
+
+
 def _word_count(text: str) -> int:
     # Rough token counts are enough: callers only check that usage is present and plausible.
     return len(text.split())
@@ -385,8 +392,9 @@ class OpenAIServer:
             self._queue.extend(_as_reply(r) for r in replies)
 
     def on(self, substring: str, *replies: Reply | str) -> None:
-        """For chat requests mentioning `substring`, serve `replies` in order, then the last
-        one again and again. Earlier rules win when several match."""
+        """For chat requests mentioning `substring` (or embeddings requests one of whose texts
+        holds it), serve `replies` in order, then the last one again and again. Earlier rules win
+        when several match."""
         if not replies:
             raise ValueError("on() needs at least one reply")
         with self._lock:
@@ -537,7 +545,7 @@ class OpenAIServer:
         if endpoint is None:
             self._send_error(h, 404, f"no route for {h.command} {h.path}")
             return
-        messages = _chat_messages(body) if endpoint == "chat" else []
+        messages = _chat_messages(body) if endpoint == "chat" else _embedding_texts(body)
         reply = fault if fault is not None else self._match_rule(messages)
         if reply is not None and reply.kind == "hang":
             self._sleep(reply.delay)
