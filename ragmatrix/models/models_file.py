@@ -43,6 +43,8 @@ def load_models(path: Path) -> list[ModelSpec]:
         raise ModelsFileError(f"{path.name}: file not found") from None
     except YamlFileError as error:  # not UTF-8, not YAML, or a key given twice
         raise ModelsFileError(f"{path.name}: {error}") from None
+    except OSError as error:  # unreadable, or a FIFO or device by that name (never read)
+        raise ModelsFileError(f"{path.name}: cannot read file: {error.strerror or error}") from None
     entries = (document or {}).get("models") if isinstance(document, dict) else None
     if not isinstance(entries, list):
         raise ModelsFileError(f"{path.name}: expected a top-level 'models:' list")

@@ -35,6 +35,7 @@ from typing import Any, BinaryIO
 from pydantic import ValidationError
 
 from ragmatrix.foundations.atomic_write import write_atomically
+from ragmatrix.foundations.regular_file import open_regular
 from ragmatrix.foundations.storage import writes_to
 from ragmatrix.results.rows import Row
 
@@ -53,6 +54,7 @@ class Loaded:
     rows: list[Row] = field(default_factory=list)
     # one line each: "x.jsonl: line 7 is torn or not JSON (ignored)", or not a valid row
     problems: list[str] = field(default_factory=list)
+    unreadable: str | None = None  # why the file could not be read at all; then it is never rewritten
 
 
 @dataclass
@@ -119,10 +121,14 @@ class ResultStore:
         read the file is parsed again."""
         path = self.path(family)
         try:
-            handle = open(path, "rb")
+            handle = open_regular(path)
         except FileNotFoundError:
             self._read.pop(family, None)
             return Loaded()
+        except OSError as error:  # unreadable, or a folder or FIFO by that name: its rows stay unknown
+            self._read.pop(family, None)
+            why = str(error.strerror or error)
+            return Loaded(problems=[f"{path.name}: cannot read it ({why}; ignored)"], unreadable=why)
         with handle:
             status = os.fstat(handle.fileno())
             identity = (status.st_dev, status.st_ino)
@@ -215,13 +221,13 @@ class ResultStore:
         with the problems found.
         """
         loaded = self.load(family)
-        if _compacted(loaded, keep) is None:
+        if loaded.unreadable or _compacted(loaded, keep) is None:
             return loaded
         path = self.path(family)
         with writes_to(self.directory), self._lock(family):
             loaded = self.load(family)  # again, under the lock: a worker may have appended since
             rows = _compacted(loaded, keep)
-            if rows is None or not path.exists():
+            if loaded.unreadable or rows is None or not path.exists():
                 return loaded
             lines = [json.dumps(r.to_json(), sort_keys=True, ensure_ascii=False) + "\n" for r in rows]
             write_atomically(path, lines)
