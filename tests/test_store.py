@@ -191,7 +191,8 @@ def test_a_file_that_cannot_be_read_is_one_problem_and_never_written_over(tmp_pa
     (tmp_path / "fam.jsonl").mkdir()  # unreadable as a file, for root too
     store = ResultStore(tmp_path)
     loaded = store.load("fam")
-    assert loaded.rows == [] and loaded.problems == ["fam.jsonl: cannot read it (not a regular file (a folder); ignored)"]
+    assert loaded.rows == []
+    assert loaded.problems == ["fam.jsonl: cannot read it (not a regular file (a folder); ignored)"]
     assert store.completed() == set()
     assert store.compact("fam").problems == loaded.problems
     assert (tmp_path / "fam.jsonl").is_dir() and not list(tmp_path.glob(".*.tmp"))
