@@ -7,7 +7,6 @@ are imported on first use, so `import ragmatrix` stays cheap. The pytest plugin 
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -91,13 +90,11 @@ __all__ = [
 ]
 
 
+
 def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'ragmatrix' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+    from ragmatrix.foundations.lazy import resolve
+
+    return resolve(globals(), _HOMES, name)
 
 
 def __dir__() -> list[str]:

@@ -82,3 +82,28 @@ _SHOWN_FILE = re.compile(r"^```\w*\n# ([\w./-]+)\n(.*?)^```", re.M | re.S)
 def files_shown(page: Path) -> dict[str, str]:
     """The files a docs page shows, by the path each block names in its first line, as written."""
     return {path: f"# {path}\n{body}" for path, body in _SHOWN_FILE.findall(page.read_text(encoding="utf-8"))}
+
+
+def bag_of_words(spec: ModelSpec | None = None, cache: Any = None, provider: Any = None) -> Any:
+    """The bag-of-words baseline as the `embedder` fixture gives it (`EmbeddingModel`), with
+    another provider object where a test records what reaches the model."""
+    from ragmatrix.models.embedder import EmbeddingModel
+    from ragmatrix.models.lexical import HashingBagOfWords
+
+    spec = spec or ModelSpec(id="bow", kind="embedder", builtin="bow")
+    return EmbeddingModel(spec, provider or HashingBagOfWords(), cache)  # type: ignore[arg-type]
+
+
+def counting_bag_of_words() -> Any:
+    """A bag-of-words provider that records every batch the cache lets through (`batches`)."""
+    from ragmatrix.models.lexical import HashingBagOfWords
+
+    class Counting(HashingBagOfWords):
+        def __init__(self) -> None:
+            self.batches: list[list[str]] = []
+
+        def embed(self, texts: list[str]) -> Any:
+            self.batches.append(list(texts))
+            return super().embed(texts)
+
+    return Counting()

@@ -15,7 +15,7 @@ from project import server_spec
 
 from ragmatrix.foundations.cache import SqliteCache
 from ragmatrix.models import aio
-from ragmatrix.models.chat import MAX_ANSWER_CHARS, ChatModel
+from ragmatrix.models.chat import LLM, MAX_ANSWER_CHARS
 from ragmatrix.models.client import ModelError, Throttle
 from ragmatrix.models.openai_chat import OpenAIChat
 from ragmatrix.models.providers.litellm_chat import LitellmChat
@@ -30,12 +30,12 @@ CLIENTS = {"litellm": LitellmChat, "direct": OpenAIChat}
 
 @pytest.fixture(params=sorted(CLIENTS))
 def chat_model(request):
-    """Makes a ChatModel on the local server, through each client in turn."""
+    """Makes an LLM on the local server, through each client in turn."""
 
-    def make(server, tmp_path=None, **settings) -> ChatModel:
+    def make(server, tmp_path=None, **settings) -> LLM:
         spec = server_spec(server, "llm", "scripted", **settings)
         cache = SqliteCache("responses", tmp_path) if tmp_path is not None else None
-        return ChatModel(spec, CLIENTS[request.param](spec), cache)
+        return LLM(spec, CLIENTS[request.param](spec), cache)
 
     return make
 

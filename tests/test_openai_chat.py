@@ -15,7 +15,7 @@ from project import models_yaml, server_spec, write
 
 from ragmatrix.foundations.cache import SqliteCache
 from ragmatrix.models import aio
-from ragmatrix.models.chat import ChatModel
+from ragmatrix.models.chat import LLM
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.openai_chat import OpenAIChat
 from ragmatrix.models.providers.litellm_chat import LitellmChat, chat_client
@@ -80,7 +80,7 @@ def test_usage_is_what_the_server_reports_and_an_unpriced_cost_stays_unknown(ser
     token = current_usage.set(usage)
     try:
         spec = server_spec(server, "llm", "scripted")
-        answer = ChatModel(spec, OpenAIChat(spec), None).chat(QUESTION)
+        answer = LLM(spec, OpenAIChat(spec), None).chat(QUESTION)
     finally:
         current_usage.reset(token)
     assert answer == "yes it is"
@@ -95,7 +95,7 @@ def test_a_priced_model_costs_its_tokens_at_its_price(server):
     token = current_usage.set(usage)
     try:
         spec = server_spec(server, "llm", "scripted", price={"input_per_million": 1.0, "output_per_million": 2.0})
-        ChatModel(spec, OpenAIChat(spec), None).chat(QUESTION)
+        LLM(spec, OpenAIChat(spec), None).chat(QUESTION)
     finally:
         current_usage.reset(token)
     assert usage.cost_usd == (4 * 1.0 + 3 * 2.0) / 1_000_000
@@ -103,11 +103,11 @@ def test_a_priced_model_costs_its_tokens_at_its_price(server):
 
 def test_a_response_cached_through_litellm_is_served_to_the_direct_client(server, tmp_path):
     spec = server_spec(server, "llm", "scripted")
-    litellm_model = ChatModel(spec, LitellmChat(spec), SqliteCache("responses", tmp_path))
+    litellm_model = LLM(spec, LitellmChat(spec), SqliteCache("responses", tmp_path))
     server.answer = "first"
     assert litellm_model.chat(QUESTION) == "first"
     server.answer = "second"
-    direct_model = ChatModel(spec, OpenAIChat(spec), SqliteCache("responses", tmp_path))
+    direct_model = LLM(spec, OpenAIChat(spec), SqliteCache("responses", tmp_path))
     assert direct_model.chat(QUESTION) == "first"
     assert server.count() == 1
 
@@ -126,7 +126,7 @@ def test_a_key_echoed_in_an_error_is_redacted_whatever_its_variable(server, monk
 
 def test_a_connection_refused_is_retried_and_counts_towards_the_breaker():
     spec = spec_of(litellm="openai/m", api_base="http://127.0.0.1:9/v1", retries=1, breaker_after=2, timeout=5)
-    model = ChatModel(spec, OpenAIChat(spec), None)
+    model = LLM(spec, OpenAIChat(spec), None)
     with pytest.raises(ModelError, match=r"APIConnectionError.*after 2 attempts|^model down after 2"):
         model.chat(QUESTION)
     assert model.breaker.opened == 1  # both refusals counted: the breaker opened (probes decide the rest)
@@ -176,10 +176,10 @@ def test_rows_and_cached_responses_are_the_same_whichever_client_asked(bench, se
 
 def test_a_direct_models_first_requests_go_together(server):
     """The direct client's imports are done when it is built, so its first request need not
-    go alone, as a cold client's must (see ChatModel._ask)."""
+    go alone, as a cold client's must (see LLM._ask)."""
     server.gather(4)  # no answer before four requests are in: a first request alone would wait in vain
     spec = server_spec(server, "llm", "scripted", concurrency=4, timeout=10)
-    answers = ChatModel(spec, OpenAIChat(spec), None).chat_many(
+    answers = LLM(spec, OpenAIChat(spec), None).chat_many(
         [[{"role": "user", "content": f"q{i}"}] for i in range(4)]
     )
     assert answers == ["yes"] * 4

@@ -247,3 +247,15 @@ def test_a_provider_module_beside_the_benchmark_joins_the_matrix(bench, server):
     stored = [json.loads(line) for line in (bench.path / "benchmark/results/rag_interpretation.jsonl").open()]
     assert {r["model"] for r in stored} == {"loud"} and not any(r["errors"] for r in stored)
     result.stdout.fnmatch_lines(["*ragmatrix leaderboard*", "*loud*"])
+
+
+def test_every_name_of_the_provider_face_resolves_and_chat_model_means_one_thing():
+    import ragmatrix
+    import ragmatrix.providers as face
+
+    assert {name: getattr(face, name) is not None for name in face.__all__} == dict.fromkeys(face.__all__, True)
+    # `ChatModel` is the protocol a test receives, wherever it is imported from; the wrapper is `LLM`
+    assert face.ChatModel is ragmatrix.ChatModel is ChatModel
+    import ragmatrix.models.chat as chat
+
+    assert face.LLM is chat.LLM and not hasattr(chat, "ChatModel")

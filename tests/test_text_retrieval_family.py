@@ -246,13 +246,13 @@ def test_a_binary_corpus_file_is_one_line_per_item_not_a_traceback(project):
 
 def test_an_embedder_embeds_every_query_of_the_run_in_one_batch(project, monkeypatch):
     calls: list[list[str]] = []
-    encode = HashingBagOfWords._encode
+    embed = HashingBagOfWords.embed
 
     def counted(self, texts):
         calls.append(list(texts))
-        return encode(self, texts)
+        return embed(self, texts)
 
-    monkeypatch.setattr(HashingBagOfWords, "_encode", counted)
+    monkeypatch.setattr(HashingBagOfWords, "embed", counted)
     result = project.runpytest("benchmark", "-p", "no:cacheprovider", "--no-response-cache", "-k", "bow")
     result.assert_outcomes(passed=2)
     queries = [call for call in calls if "cherry" in call]

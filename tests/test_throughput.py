@@ -11,7 +11,6 @@ import io
 import json
 import sqlite3
 import sys
-import time
 from collections import Counter
 
 import pytest
@@ -346,7 +345,7 @@ def test_a_progress_bar_counts_the_requests_sent_ahead_on_a_terminal(server, mon
     from project import server_spec
 
     from ragmatrix.models import aio
-    from ragmatrix.models.chat import ChatModel
+    from ragmatrix.models.chat import LLM
     from ragmatrix.models.providers.litellm_chat import LitellmChat
     from ragmatrix.plugin.scheduling import Scheduler
 
@@ -357,7 +356,7 @@ def test_a_progress_bar_counts_the_requests_sent_ahead_on_a_terminal(server, mon
     terminal = Terminal()
     monkeypatch.setattr(sys, "__stderr__", terminal)
     spec = server_spec(server, "llm", "scripted", concurrency=4)
-    model = ChatModel(spec, LitellmChat(spec), None)
+    model = LLM(spec, LitellmChat(spec), None)
     try:
         Scheduler(state=None, config=pytestconfig)._send(  # type: ignore[arg-type]
             [(model, [{"role": "user", "content": f"q{i}"}], 0) for i in range(6)]
@@ -387,11 +386,12 @@ def test_an_embedding_server_that_stops_answering_trips_the_embedders_breaker(se
     from project import server_spec
 
     from ragmatrix.models.client import ModelError
-    from ragmatrix.models.providers.litellm_embedder import LitellmEmbedder
+    from ragmatrix.models.embedder import EmbeddingModel
+    from ragmatrix.models.providers.litellm_embedder import LitellmEmbedding
 
     server.inject(*[Reply.hang(5)] * 6)
     spec = server_spec(server, "embedder", "test-embed", timeout=0.3, retries=3, breaker_after=2)
-    embedder = LitellmEmbedder(spec, None)
+    embedder = EmbeddingModel(spec, LitellmEmbedding(spec), None)
     with pytest.raises(ModelError, match=r"^model down after 2 failures and 1 failed probe .*: last error timed out"):
         embedder.embed_documents(["a"])
     with pytest.raises(ModelError, match=r"^model down after 2"):

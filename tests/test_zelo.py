@@ -8,8 +8,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from project import bag_of_words, counting_bag_of_words
 
-from ragmatrix.models.lexical import HashingBagOfWords
 from ragmatrix.models.models_file import ModelsFileError, load_models, select_models
 from ragmatrix.models.registry import Registry
 from ragmatrix.models.spec import ModelSpec
@@ -276,14 +276,10 @@ def test_a_fit_that_does_not_converge_is_an_invalid_outcome(monkeypatch):
 # --- the similarity judges --------------------------------------------------------------------
 
 
-class CountingBagOfWords(HashingBagOfWords):
-    def __init__(self) -> None:
-        super().__init__(ModelSpec(id="bow", kind="embedder", builtin="bow"))
-        self.batches: list[int] = []
-
-    def _encode(self, texts):
-        self.batches.append(len(texts))
-        return super()._encode(texts)
+def CountingBagOfWords():
+    """The bag-of-words embedder, recording the batches that reach its model
+    (`model.provider.batches`)."""
+    return bag_of_words(provider=counting_bag_of_words())
 
 
 DOCUMENTS = {
@@ -300,7 +296,8 @@ def test_the_embedder_judge_embeds_each_case_once_and_scores_the_cosine_differen
     case = make_case(DOCUMENTS, DOC_LABELS)
     case.input.query = "How does metformin lower blood glucose?"
     battles = zelo.battle(bow, case)
-    assert bow.batches == [1, 4]  # the query, then every document: one batch each, not one per pair
+    # the query, then every document: one batch each, not one per pair
+    assert [len(b) for b in bow.provider.batches] == [1, 4]
     similarities = bow.similarities(case.input.query, case.input.texts)
     for matchup, judgement in zip(battles.matchups, battles.judgements, strict=True):
         a, b = matchup.shown

@@ -10,7 +10,7 @@ import pytest
 from project import assert_outcomes, server_spec, write
 
 from ragmatrix.foundations.cache import SqliteCache
-from ragmatrix.models.chat import ChatModel
+from ragmatrix.models.chat import LLM
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.providers.ensemble import Ensemble
 from ragmatrix.models.providers.litellm_chat import LitellmChat
@@ -50,10 +50,10 @@ def knows_the_labels(messages) -> str:
     return json.dumps({"reasoning": f"{b if score > 0 else a} answers more of the query", "score": score})
 
 
-def chat_model(server, tmp_path=None, model="judge", **settings) -> ChatModel:
+def chat_model(server, tmp_path=None, model="judge", **settings) -> LLM:
     spec = server_spec(server, "llm", model, **settings).model_copy(update={"id": model})
     cache = SqliteCache("responses", tmp_path) if tmp_path is not None else None
-    return ChatModel(spec, LitellmChat(spec), cache)
+    return LLM(spec, LitellmChat(spec), cache)
 
 
 def test_an_llm_judge_runs_the_pairs_concurrently_and_ranks_by_its_answers(server):

@@ -3,8 +3,12 @@
 - `cpu: <CPU model>`, read from /proc/cpuinfo (or `platform.processor()` elsewhere);
 - `cuda: <GPU name>`, from torch, only where the model is on a GPU (torch is then loaded);
 - `mps`, Apple's GPU through torch;
-- `remote` for a model reached over HTTP (an API, an OpenAI-compatible server, Xinference):
-  its speed is the server's, wherever that runs.
+- `remote: <host>` for a model reached over HTTP (an API, an OpenAI-compatible server,
+  Xinference): its speed is the server's, wherever that runs, and its memory is not this
+  process's. Records of older runs say `remote` alone.
+
+A model says where it works with a `Device`: the name above, whether the work happens in this
+process, and the torch CUDA device whose allocator peak is the model's memory on a GPU.
 
 `expected(requested)` says which device a local model will take before it is loaded, without
 importing torch, so that the session header can name it and a cached run stays light.
@@ -15,12 +19,41 @@ from __future__ import annotations
 import functools
 import platform
 import sys
+from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
+from urllib.parse import urlsplit
 
 REMOTE = "remote"
 CPUINFO = Path("/proc/cpuinfo")
 NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
+
+
+@dataclass(frozen=True)
+class Device:
+    """Where a model works, as its cost figures name it."""
+
+    name: str  # "cpu: <CPU model>", "cuda: <GPU name>", "mps", "remote: <host>"
+    local: bool  # in this process: its resident memory is the model's
+    cuda: str | None = None  # the torch device ("cuda:0") of a model on a GPU, for its peak memory
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def this_cpu() -> Device:
+    return Device(describe("cpu"), local=True)
+
+
+def remote(address: str) -> Device:
+    """A model on a server: `remote: <host>` from a URL or a host name (its port left out: a
+    server moved to another port is the same machine); `remote` alone when the address says
+    nothing."""
+    try:
+        host = urlsplit(address if "//" in address else f"//{address}").hostname
+    except ValueError:  # not a URL at all
+        host = None
+    return Device(f"{REMOTE}: {host}" if host else REMOTE, local=False)
 
 
 @functools.cache
@@ -43,8 +76,9 @@ def describe(label: str) -> str:
 
 
 def is_local(device: str) -> bool:
-    """Does the model work in this process (so that the process's memory is its memory)?"""
-    return device != REMOTE
+    """Does the model of a recorded device name work in this process (so that the process's
+    memory is its memory)?"""
+    return device != REMOTE and not device.startswith(f"{REMOTE}:")
 
 
 def cuda_name(device: str = "cuda") -> str:

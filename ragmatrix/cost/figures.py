@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ragmatrix.cost.device import is_local
 from ragmatrix.cost.price import Price
 from ragmatrix.cost.record import CostRecord
 
@@ -71,7 +72,7 @@ class FamilyCosts:
     @property
     def devices(self) -> list[str]:
         """The main devices of the table's local models: speeds compare only within one."""
-        found = {cost.main.device for cost in self.models.values() if cost.main and cost.main.device != "remote"}
+        found = {cost.main.device for cost in self.models.values() if cost.main and is_local(cost.main.device)}
         return sorted(found)
 
 

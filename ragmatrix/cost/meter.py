@@ -26,9 +26,10 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ragmatrix.cost import device as devices
+from ragmatrix.cost.device import Device
 from ragmatrix.cost.histogram import LatencyHistogram
 from ragmatrix.cost.memory import PeakMemory
 from ragmatrix.cost.record import CostRecord, VariantWork
@@ -173,9 +174,9 @@ class Meter:
             delta.queries.add(ms)
             delta.touch()
 
-    def request(self, work: Work, model: str, ms: float, tokens: tuple[int, int]) -> None:
+    def request(self, work: Work, model: str, device: str, ms: float, tokens: tuple[int, int]) -> None:
         with self._lock:
-            delta = self._delta((work.family, model, devices.REMOTE))
+            delta = self._delta((work.family, model, device))
             delta.requests += 1
             delta.request_ms.add(ms)
             delta.tokens_in += tokens[0]
@@ -272,45 +273,55 @@ def working_on(family: str, variant: str = "") -> Iterator[None]:
 # --- what models call ------------------------------------------------------------------------------
 
 
-def device_of(model: Any) -> str:
-    """The full name of the device a model works on (see `ragmatrix.cost.device`)."""
-    named = getattr(model, "cost_device", None)
-    return str(named) if named else devices.describe("cpu")
+class Measured(Protocol):
+    """What the meter reads of a model: every model wrapper of `ragmatrix.models` offers it."""
+
+    id: str
+
+    def cost_device(self) -> Device:
+        """Where the model works: figures are kept per device, and memory counts only for a model
+        in this process."""
+        ...
+
+    def prepare_to_measure(self) -> None:
+        """Load and warm up the model (or find it on its server), so that its first timed call
+        is not its load."""
+        ...
+
+    def model_size(self) -> tuple[float | None, int | None]:
+        """The model's files on disk (MB) and its parameter count, where it can tell."""
+        ...
 
 
 @contextmanager
-def encoding(model: Any, texts: int) -> Iterator[None]:
+def encoding(model: Measured, texts: int) -> Iterator[None]:
     """Around a model's own encode (or index) call of `texts` texts: its seconds and the peak
-    memory, outside any load or warm-up (`model.prepare_to_measure()`, where it has one)."""
+    memory, outside any load or warm-up (`model.prepare_to_measure()`)."""
     target = _target()
     if target is None:
         yield
         return
     meter, work = target
-    prepare = getattr(model, "prepare_to_measure", None)
-    if prepare is not None:
-        prepare()
-    device = device_of(model)
-    local = devices.is_local(device)
-    if local and meter.needs_size(work, model.id, device):
-        size = getattr(model, "model_size", None)
-        meter.sized(work, model.id, device, size() if size is not None else (None, None))
-    peak = PeakMemory(getattr(model, "cuda_device", None) if local else None)
+    model.prepare_to_measure()
+    device = model.cost_device()
+    if device.local and meter.needs_size(work, model.id, device.name):
+        meter.sized(work, model.id, device.name, model.model_size())
+    peak = PeakMemory(device.cuda if device.local else None)
     with peak:
         began = time.perf_counter()
         yield
         seconds = time.perf_counter() - began
-    meter.encoded(work, model.id, device, texts, seconds, peak)
+    meter.encoded(work, model.id, device.name, texts, seconds, peak)
 
 
-def served_from_cache(model: Any, texts: int) -> None:
+def served_from_cache(model: Measured, texts: int) -> None:
     target = _target()
     if target is not None and texts:
         meter, work = target
-        meter.from_cache(work, model.id, device_of(model), texts)
+        meter.from_cache(work, model.id, model.cost_device().name, texts)
 
 
-def time_queries(model: Any, texts: list[str], encode: Callable[[list[str]], Any]) -> None:
+def time_queries(model: Measured, texts: list[str], encode: Callable[[list[str]], Any]) -> None:
     """Time up to the wanted number of `texts` (queries, prefixes applied) embedded one at a
     time by `encode` (the model itself, no cache), once the model has encoded for real in this
     process: the latency of one query, which batching would hide. A model over HTTP is not
@@ -319,30 +330,30 @@ def time_queries(model: Any, texts: list[str], encode: Callable[[list[str]], Any
     if target is None or not texts:
         return
     meter, work = target
-    device = device_of(model)
-    if not devices.is_local(device) or not meter.is_warm(model.id):
+    device = model.cost_device()
+    if not device.local or not meter.is_warm(model.id):
         return
-    wanted = meter.query_samples_wanted(work, model.id, device)
+    wanted = meter.query_samples_wanted(work, model.id, device.name)
     for text in list(dict.fromkeys(texts))[:wanted]:
         began = time.perf_counter()
         encode([text])
-        meter.query(work, model.id, device, (time.perf_counter() - began) * 1000.0)
+        meter.query(work, model.id, device.name, (time.perf_counter() - began) * 1000.0)
 
 
-def query_latency(model: Any, ms: float) -> None:
+def query_latency(model: Measured, ms: float) -> None:
     """A query's latency as the model's own work measured it (a lexical retriever scoring one
     query), within the sample budget."""
     target = _target()
     if target is None:
         return
     meter, work = target
-    device = device_of(model)
+    device = model.cost_device().name
     if meter.query_samples_wanted(work, model.id, device):
         meter.query(work, model.id, device, ms)
 
 
 async def timed_request(
-    model: str, request: Awaitable[T], cold: bool = False, usage: Callable[[T], Any] | None = None
+    model: Measured, request: Awaitable[T], cold: bool = False, usage: Callable[[T], Any] | None = None
 ) -> T:
     """Await one request attempt and, when it answers, record its latency (from send to the
     full answer) and the tokens `usage(answer)` reports. `cold`: the model's first request in
@@ -355,5 +366,5 @@ async def timed_request(
         tokens = usage(answer) if usage is not None else None
         tokens = tokens if isinstance(tokens, dict) else {}
         counts = (int(tokens.get("prompt_tokens") or 0), int(tokens.get("completion_tokens") or 0))
-        meter.request(work, model, (time.perf_counter() - began) * 1000.0, counts)
+        meter.request(work, model.id, model.cost_device().name, (time.perf_counter() - began) * 1000.0, counts)
     return answer

@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ragmatrix import cost
+from ragmatrix.cost.device import Device, this_cpu
 
 if TYPE_CHECKING:
     import numpy as np
@@ -99,6 +100,17 @@ class BM25Retriever:
     def similarities(self, query: str, documents: list[str]) -> list[float]:
         """The BM25 score of one query for each document (not bounded to 0..1)."""
         return [float(x) for x in self.score_matrix([query], documents)[0]]
+
+    # -- what the cost meter reads (`ragmatrix.cost.meter.Measured`) ---------------------------
+
+    def cost_device(self) -> Device:
+        return this_cpu()
+
+    def prepare_to_measure(self) -> None:
+        pass  # nothing to load
+
+    def model_size(self) -> tuple[float | None, int | None]:
+        return None, None
 
     def close(self) -> None:
         pass

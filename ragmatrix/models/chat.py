@@ -1,11 +1,12 @@
 """An LLM as a benchmark test sees it: `llm.chat(messages)` returns the answer text.
 
-Behind that one call: the answers of this session (requests sent ahead by the scheduler, or
-asked before), the response cache (keyed by model spec, messages, generation parameters and
-sample index), the concurrency limit, timeouts, retries, the model's breaker and throttle, the
-cap on a stored answer, the secrets taken out of the answer before it is stored or cached (a
-server or proxy may echo the key it was sent), and token and cost accounting for the item
-being run.
+A provider implements `ChatProvider` (send one request, classify a failure, say its device);
+`LLM` is the one wrapper every chat provider is used through. Behind its one call: the answers
+of this session (requests sent ahead by the scheduler, or asked before), the response cache
+(keyed by model spec, messages, generation parameters and sample index), the concurrency limit,
+timeouts, retries, the model's breaker and throttle, the cap on a stored answer, the secrets
+taken out of the answer before it is stored or cached (a server or proxy may echo the key it was
+sent), and token and cost accounting for the item being run.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ragmatrix.cost import timed_request
+from ragmatrix.cost.device import Device, remote
 from ragmatrix.foundations.cache import SqliteCache
 from ragmatrix.foundations.keys import md5_of
 from ragmatrix.foundations.secrets import redact
 from ragmatrix.models import aio
-from ragmatrix.models.client import Breaker, Failure, ModelError, RetryPolicy, Throttle, call
+from ragmatrix.models.client import Breaker, Client, Failure, ModelError, Throttle
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.models.usage import current_sample, current_usage
 
@@ -31,12 +33,25 @@ MAX_ANSWER_CHARS = 16 * 1024
 
 
 class ChatProvider(Protocol):
-    """Sends one request. A provider whose first call does nothing slow (its imports done when
-    it is built) says so with a class attribute `starts_warm = True`."""
+    """What a chat provider implements: `complete` sends one request and returns the answer's
+    text, its token counts (`prompt_tokens`, `completion_tokens`) and its price in US dollars
+    (None when unknown); `classify` says whether a failure may be retried. The wrapper, `LLM`,
+    does everything else. A provider whose first call does nothing slow (its imports done when
+    it is built) says so with a class attribute `starts_warm = True`.
+
+    Subclass it to take the defaults of `device` and `close`."""
 
     async def complete(self, messages: Messages, timeout: float) -> tuple[str, dict[str, Any], float | None]: ...
 
     def classify(self, error: BaseException) -> Failure: ...
+
+    def device(self) -> Device:
+        """Where the model answers: `remote: <host>` for a server (the default, with no host)."""
+        return remote("")
+
+    def close(self) -> None:
+        """Release what the provider holds (a model it launched on a server)."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -48,7 +63,10 @@ class Answer:
     cut: bool  # longer than MAX_ANSWER_CHARS, kept only in part
 
 
-class ChatModel:
+class LLM:
+    """An LLM as the `llm` fixture gives it (a `ChatModel` and a `PrefetchingChatModel`), on top of
+    any `ChatProvider`."""
+
     kind = "llm"
 
     def __init__(self, spec: ModelSpec, provider: ChatProvider, cache: SqliteCache | None) -> None:
@@ -56,10 +74,7 @@ class ChatModel:
         self.id = spec.id
         self.provider = provider
         self.cache = cache
-        self.policy = RetryPolicy(retries=spec.retries)
-        self.breaker = Breaker(spec.breaker_after, patience=spec.patience)
-        self.throttle = Throttle(spec.concurrency)
-        self._semaphore: asyncio.Semaphore | None = None
+        self.client = Client(spec)
         # This session's answers by cache key, asked or being asked: how a request sent ahead
         # reaches the item that needs it, with or without the response cache.
         self._answers: dict[str, asyncio.Task[Answer]] = {}
@@ -68,13 +83,31 @@ class ChatModel:
         self._sent_ahead: set[str] = set()
         self._first_attempt: asyncio.Event | None = None  # set once the first attempt has ended
         self._secret_names = tuple(sorted(spec.env_names()))
+        self._device: Device | None = None
 
     @property
-    def semaphore(self) -> asyncio.Semaphore:
-        # Created lazily so that it belongs to the loop the calls run on.
-        if self._semaphore is None:
-            self._semaphore = asyncio.Semaphore(self.spec.concurrency)
-        return self._semaphore
+    def breaker(self) -> Breaker:
+        return self.client.breaker
+
+    @property
+    def throttle(self) -> Throttle:
+        return self.client.throttle
+
+    # -- what the cost meter reads (`ragmatrix.cost.meter.Measured`) ---------------------------
+
+    def cost_device(self) -> Device:
+        if self._device is None:
+            self._device = self.provider.device()
+        return self._device
+
+    def prepare_to_measure(self) -> None:
+        pass  # requests are timed one by one; the first, cold one is left out
+
+    def model_size(self) -> tuple[float | None, int | None]:
+        return None, None
+
+    def close(self) -> None:
+        self.provider.close()
 
     def cache_key(self, messages: Messages, sample: int) -> str:
         return md5_of({"model": self.spec.output_fingerprint(), "messages": messages, "sample": sample})
@@ -147,21 +180,13 @@ class ChatModel:
             try:
                 # timed from send to the full answer, for the cost figures (not the first, cold one)
                 reply = self.provider.complete(messages, self.spec.timeout)
-                return await timed_request(self.id, reply, cold=first is not None, usage=lambda a: a[1])
+                return await timed_request(self, reply, cold=first is not None, usage=lambda a: a[1])
             finally:
                 if first is not None:
                     first.set()
 
         try:
-            text, tokens, cost = await call(
-                send,
-                semaphore=self.semaphore,
-                timeout=self.spec.timeout,
-                policy=self.policy,
-                classify=self.provider.classify,
-                breaker=self.breaker,
-                throttle=self.throttle,
-            )
+            text, tokens, cost = await self.client.call(send, self.provider.classify)
         finally:
             if first is not None:  # also when no attempt was made (cancelled, model down)
                 first.set()

@@ -17,6 +17,9 @@ once, so a dead server still ends the run quickly while a blip costs seconds.
 A `Throttle` per model paces it under rate limits: a 429 halves how many requests may be in
 flight, each answer grows it back (additive increase, multiplicative decrease), and a
 `Retry-After` holds every request of the model until it has passed.
+
+`Client` holds one model's semaphore, retry policy, breaker and throttle, made from its spec:
+every model wrapper of a remote provider (chat, embeddings, reranking) sends through one.
 """
 
 from __future__ import annotations
@@ -26,9 +29,21 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 T = TypeVar("T")
+
+
+class CallSettings(Protocol):
+    """The fields of a model's spec that its client reads (every `ModelSpec` has them)."""
+
+    concurrency: int
+    timeout: float
+    retries: int
+    breaker_after: int
+
+    @property
+    def patience(self) -> float: ...
 
 
 class ModelError(Exception):
@@ -321,3 +336,36 @@ def backoff(attempt: int, retry_after: float | None, policy: RetryPolicy) -> flo
         return min(retry_after, policy.max_delay)
     delay = policy.base_delay * 2 ** (attempt - 1)
     return min(delay, policy.max_delay) * random.uniform(0.5, 1.0)
+
+
+class Client:
+    """One model's calls made robust: at most `concurrency` in flight, each attempt bounded by
+    `timeout`, retried as `retries` allows, paced by the model's throttle and stopped by its
+    breaker. One per model, shared by all its calls."""
+
+    def __init__(self, settings: CallSettings) -> None:
+        self.timeout = settings.timeout
+        self.policy = RetryPolicy(retries=settings.retries)
+        self.breaker = Breaker(settings.breaker_after, patience=settings.patience)
+        self.throttle = Throttle(settings.concurrency)
+        self._concurrency = settings.concurrency
+        self._semaphore: asyncio.Semaphore | None = None
+
+    @property
+    def semaphore(self) -> asyncio.Semaphore:
+        # Made on first use, so that it belongs to the loop the calls run on.
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self._concurrency)
+        return self._semaphore
+
+    async def call(self, send: Callable[[], Awaitable[T]], classify: Callable[[BaseException], Failure]) -> T:
+        """`send()`'s result (see `call`)."""
+        return await call(
+            send,
+            semaphore=self.semaphore,
+            timeout=self.timeout,
+            policy=self.policy,
+            classify=classify,
+            breaker=self.breaker,
+            throttle=self.throttle,
+        )

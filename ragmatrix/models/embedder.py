@@ -1,7 +1,12 @@
 """An embedding model as a benchmark test sees it.
 
-Backends implement `_encode(texts)` (a batch in, unit-length float32 rows out); this class
-adds the query and document prefixes, the embedding cache and cosine similarity.
+A provider implements `EmbeddingProvider`: one batch of texts in, one vector per text out,
+either where the model lives in this process (`embed`, blocking) or on a server (`aembed`,
+awaited), and says where it works (`device`). `EmbeddingModel` is the one wrapper every
+embedding provider is used through: the query and document prefixes, the embedding cache,
+cosine similarity, usage and the cost figures; for a model on a server also the client layer
+(`ragmatrix.models.client`: concurrency, timeouts, retries, the breaker and the throttle). A
+model in this process is never retried: its failures are its own, not a network's.
 
 Texts the cache cannot serve are encoded longest first (as sentence-transformers orders a
 batch, so padding stays short) in blocks of `BLOCK` texts, and each block is written to the
@@ -12,14 +17,19 @@ time left.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ragmatrix import cost
+from ragmatrix.cost.device import Device, this_cpu
+from ragmatrix.foundations.secrets import redact
+from ragmatrix.models import aio
+from ragmatrix.models.client import Client, Failure, ModelError
 from ragmatrix.models.progress import progress
-from ragmatrix.models.spec import TextSpec
+from ragmatrix.models.spec import EmbedderSpec
 from ragmatrix.models.usage import current_usage
 
 # Texts per encode call and cache write: what a killed build can lose, and small enough that the
@@ -32,23 +42,133 @@ if TYPE_CHECKING:
 
     from ragmatrix.models.embedding_cache import EmbeddingCache
 
+# One vector per text, in order: a float array, or lists of floats as a server sends them.
+Vectors = Any
 
-class Embedder:
+
+class EmbeddingProvider(Protocol):
+    """What an embedding provider implements: `embed` (a model in this process: any number of
+    texts, batched as the model likes) or `aembed` (a model on a server: one request of at most
+    the entry's `batch_size` texts), giving one vector per text in order (the wrapper normalises
+    them). Everything else has a default: subclass it to take them.
+
+    A provider on a server says so with its `device` (`ragmatrix.cost.device.remote(url)`):
+    its calls then go through the client layer, and `classify` tells which failures may be
+    retried. A local provider may also say what the cost figures and the retrieval families
+    can use: its context limit, its token counts, its size, and a `load` that the clock waits
+    for."""
+
+    def device(self) -> Device:
+        """Where the model works: this machine's CPU unless the provider says otherwise."""
+        return this_cpu()
+
+    def embed(self, texts: list[str]) -> Vectors:
+        """The texts embedded in this process (a local model)."""
+        raise ModelError(f"{type(self).__name__} implements neither embed nor aembed")
+
+    async def aembed(self, texts: list[str]) -> Vectors:
+        """One batch embedded on a server; by default, `embed`."""
+        return self.embed(texts)
+
+    def classify(self, error: BaseException) -> Failure:
+        """Whether a failed call may be retried; by default, never."""
+        return Failure(f"{type(error).__name__}: {error}".splitlines()[0][:300], retryable=False)
+
+    def load(self) -> None:
+        """Load the model (or find it on its server) before its first timed batch."""
+        return None
+
+    def context_limit(self) -> int | None:
+        """Tokens the model reads before it truncates silently; None where there is no such limit."""
+        return None
+
+    def token_counts(self, texts: list[str]) -> list[int] | None:
+        """The tokens the model reads for each text, where its tokenizer can be had cheaply."""
+        return None
+
+    def model_size(self) -> tuple[float | None, int | None]:
+        """The model's files on disk (MB) and its parameter count, where it can tell."""
+        return None, None
+
+    def close(self) -> None:
+        """Release what the provider holds (a model it launched on a server)."""
+        return None
+
+
+class EmbeddingModel:
+    """An embedder as the `embedder` fixture gives it (an `Embedder`), on top of any
+    `EmbeddingProvider`."""
+
     kind = "embedder"
 
-    def __init__(self, spec: TextSpec, cache: EmbeddingCache | None = None) -> None:
+    def __init__(self, spec: EmbedderSpec, provider: EmbeddingProvider, cache: EmbeddingCache | None = None) -> None:
         self.spec = spec
         self.id = spec.id
+        self.provider = provider
         self.cache = cache
+        self.client = Client(spec)
         self._fingerprint: str | None = None
         self._warmed_up = False
         # Texts embedded ahead of the items that need them (see `prefetch`): text -> (row,
         # read from the cache). Kept for the window, so that it works without a cache too.
         self._ahead: dict[str, tuple[np.ndarray, bool]] = {}
         self._ahead_used: set[str] = set()
+        self._load_error: str | None = None
+        self._requests_answered = 0
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        raise NotImplementedError
+        """Unit-length float32 rows for `texts`, from the provider: all at once in this process
+        (the model batches them itself), or in requests of `batch_size` texts sent together
+        through the client layer to a server. A failure is a `ModelError` naming the model."""
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        if self.cost_device().local:
+            return normalise_rows(_matrix(self._local(texts), len(texts)))
+        size = self.spec.batch_size
+        batches = [texts[i : i + size] for i in range(0, len(texts), size)]
+        rows = aio.run(self._remote(batches))
+        return normalise_rows(np.concatenate([_matrix(r, len(b)) for r, b in zip(rows, batches, strict=True)]))
+
+    def _local(self, batch: list[str]) -> Vectors:
+        self._loaded()
+        try:
+            return self.provider.embed(batch)
+        except ModelError:
+            raise
+        except Exception as error:  # a local model fails for good: no retry
+            raise ModelError(redact(f"embedding failed: {type(error).__name__}: {error}".splitlines()[0])) from error
+
+    async def _remote(self, batches: list[list[str]]) -> list[Vectors]:
+        async def one(batch: list[str]) -> Vectors:
+            async def send() -> Vectors:
+                # the first request pays for the client's start: not a latency of the model's
+                cold = self._requests_answered == 0
+                vectors = await cost.timed_request(self, self.provider.aembed(batch), cold=cold)
+                self._requests_answered += 1
+                return vectors
+
+            vectors = await self.client.call(send, self.provider.classify)
+            if len(vectors) != len(batch):
+                raise ModelError(f"embedding response holds {len(vectors)} vectors for {len(batch)} texts")
+            return vectors
+
+        return list(await asyncio.gather(*(one(batch) for batch in batches)))
+
+    def _loaded(self) -> None:
+        """The provider's `load`, once; a load that failed fails every later call the same way."""
+        if self._load_error is not None:
+            raise ModelError(self._load_error)
+        try:
+            self.provider.load()
+        except ModelError as error:
+            self._load_error = str(error)
+            raise
+        except Exception as error:
+            self._load_error = redact(f"cannot load model '{self.id}': {type(error).__name__}: {error}")
+            self._load_error = self._load_error.splitlines()[0]
+            raise ModelError(self._load_error) from error
 
     def embed_documents(self, texts: list[str], unit: str = "text") -> np.ndarray:
         return self._embed([self.spec.document_prefix + t for t in texts], unit)
@@ -150,42 +270,38 @@ class Embedder:
         with cost.encoding(self, len(texts)):
             return np.asarray(self._encode(texts), dtype=np.float32)
 
-    # -- what the cost figures need (see ragmatrix.cost.meter) ----------------------------------
+    # -- what the cost meter reads (`ragmatrix.cost.meter.Measured`) ---------------------------
 
     def prepare_to_measure(self) -> None:
         """Load and warm up the model, so that its first timed encode is not its load."""
+        self._loaded()
+        if self.cost_device().local and not self._warmed_up:  # the first call pays for lazy set-up
+            self._local(["warm-up"])
+            self._warmed_up = True
 
-    @property
-    def cost_device(self) -> str:
-        """The device's full name for the cost figures: `cpu: <CPU model>`, `cuda: <GPU>`, `remote`."""
-        from ragmatrix.cost.device import describe
-
-        return describe(self.device_label)
-
-    @property
-    def cuda_device(self) -> str | None:
-        """The torch CUDA device the model is on ("cuda:0"), for its peak GPU memory; None off CUDA."""
-        return None
+    def cost_device(self) -> Device:
+        return self.provider.device()
 
     def model_size(self) -> tuple[float | None, int | None]:
-        """The model's files on disk (MB) and its parameter count, where the backend can tell."""
-        return None, None
+        return self.provider.model_size()
+
+    # -- what the retrieval families read ----------------------------------------------------
 
     @property
     def context_limit(self) -> int | None:
         """Tokens the model reads before it truncates silently; None where there is no such limit."""
-        return None
+        return self.provider.context_limit()
 
     def token_counts(self, texts: list[str]) -> list[int] | None:
         """The tokens the model reads for each document (its prefix included), where its
         tokenizer can be had without loading the model; None where it cannot."""
-        return None
+        return self.provider.token_counts([self.spec.document_prefix + t for t in texts])
 
     @property
     def device_label(self) -> str:
-        """Where the model runs ("cpu", "cuda: <GPU name>", "remote"): latency compares only
-        on the same device."""
-        return "cpu"
+        """Where the model runs ("cpu", "cuda: <GPU name>", "remote: <host>"): latency compares
+        only on the same device."""
+        return short_label(self.cost_device())
 
     def timed_embed_documents(self, texts: list[str]) -> tuple[np.ndarray, float]:
         """Rows for `texts` and the milliseconds the model takes to embed them as one batch.
@@ -206,9 +322,7 @@ class Embedder:
                 return self._embed(texts), ms
         import numpy as np
 
-        if not self._warmed_up:  # the first call pays for lazy initialisation, not the model
-            self._encode(["warm-up"])
-            self._warmed_up = True
+        self.prepare_to_measure()
         unique = list(dict.fromkeys(texts))
         began = time.perf_counter()
         encoded = self._measured_encode(unique)
@@ -236,7 +350,7 @@ class Embedder:
         return self.index_documents(documents).score(queries)
 
     def close(self) -> None:
-        pass
+        self.provider.close()
 
 
 @contextmanager
@@ -248,7 +362,7 @@ class VectorIndex:
     """An embedder's document vectors: `score(queries)` embeds the queries (with the query
     prefix) and returns their cosine similarities to every document, queries x documents."""
 
-    def __init__(self, embedder: Embedder, matrix: np.ndarray | None) -> None:
+    def __init__(self, embedder: EmbeddingModel, matrix: np.ndarray | None) -> None:
         self.embedder = embedder
         self.matrix = matrix  # None for no documents
 
@@ -266,3 +380,15 @@ def normalise_rows(matrix: np.ndarray) -> np.ndarray:
     matrix = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return matrix / np.where(norms == 0, 1.0, norms)
+
+
+def _matrix(vectors: Vectors, rows: int) -> np.ndarray:
+    import numpy as np
+
+    return np.asarray(vectors, dtype=np.float32).reshape(rows, -1)
+
+
+def short_label(device: Device) -> str:
+    """A device as rows and the embedding cache's batch timings name it: "cpu" for this
+    machine's CPU (rows of every CPU share their timings' key), the full name otherwise."""
+    return "cpu" if device.name.startswith("cpu:") else device.name

@@ -10,7 +10,7 @@ import re
 import zlib
 from typing import TYPE_CHECKING
 
-from ragmatrix.models.embedder import Embedder, normalise_rows
+from ragmatrix.models.embedder import EmbeddingProvider
 
 if TYPE_CHECKING:
     import numpy as np
@@ -24,8 +24,10 @@ def tokens(text: str) -> list[str]:
     return TOKEN.findall(text.lower())
 
 
-class HashingBagOfWords(Embedder):
-    def _encode(self, texts: list[str]) -> np.ndarray:
+class HashingBagOfWords(EmbeddingProvider):
+    """Word counts hashed into `DIMENSIONS` buckets, in this process."""
+
+    def embed(self, texts: list[str]) -> np.ndarray:
         import numpy as np
 
         matrix = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
@@ -33,4 +35,4 @@ class HashingBagOfWords(Embedder):
             for token in tokens(text):
                 # crc32, not hash(): Python salts str hashes per process.
                 matrix[row, zlib.crc32(token.encode()) % DIMENSIONS] += 1.0
-        return normalise_rows(matrix)
+        return matrix  # the wrapper makes the rows unit length

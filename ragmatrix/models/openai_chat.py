@@ -13,20 +13,18 @@ model takes.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
 import urllib.parse
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from ragmatrix.foundations.secrets import redact
-from ragmatrix.models import aio
-from ragmatrix.models.client import EmptyAnswer, Failure, is_retryable_status, parse_retry_after
+from ragmatrix.cost.device import Device, remote
+from ragmatrix.models import http
+from ragmatrix.models.chat import ChatProvider
+from ragmatrix.models.client import EmptyAnswer, Failure
+from ragmatrix.models.http import BadResponse
 from ragmatrix.models.spec import expand_env
-
-if TYPE_CHECKING:
-    import aiohttp
 
 PREFIX = "openai/"
 OPENAI_API_BASE = "https://api.openai.com/v1"
@@ -69,34 +67,6 @@ CHAT_FIELDS = frozenset(
 # it for them, and so does this client.
 REASONING_MODEL = re.compile(r"^(o\d|gpt-5)")
 
-# Status names as the OpenAI SDK (and so litellm) calls them, for messages people recognise.
-STATUS_NAMES = {
-    400: "BadRequestError",
-    401: "AuthenticationError",
-    403: "PermissionDeniedError",
-    404: "NotFoundError",
-    408: "Timeout",
-    409: "ConflictError",
-    422: "UnprocessableEntityError",
-    429: "RateLimitError",
-    503: "ServiceUnavailableError",
-}
-
-
-class BadResponse(Exception):
-    """An answer that is no chat completion (a proxy's HTML page, say): a server fault that
-    may pass, retried like a 5xx, as litellm does."""
-
-
-class StatusError(Exception):
-    """An HTTP error status, with what the server said and when it asks to be tried again."""
-
-    def __init__(self, status: int, message: str, retry_after: float | None) -> None:
-        super().__init__(message)
-        self.status_code = status
-        self.retry_after = retry_after
-
-
 class Route(Protocol):
     """What the client reads of a model's spec (a litellm entry's, `LitellmSpec`, has it)."""
 
@@ -115,21 +85,16 @@ def direct_route(spec: Route) -> bool:
     return expand_env(spec.litellm).startswith(PREFIX) and set(spec.params) <= CHAT_FIELDS
 
 
-class OpenAIChat:
-    """A `ChatProvider` (see `ragmatrix.models.chat`) for one model on one endpoint."""
+class OpenAIChat(ChatProvider):
+    """A chat provider for one model on one endpoint."""
 
     # What a first call could find slow is done here, when the model is built: its first
-    # request need not go alone (see `ChatModel._ask`).
+    # request need not go alone (see `LLM._ask`).
     starts_warm = True
 
     def __init__(self, spec: Route) -> None:
-        import aiohttp
-
         self.spec = spec
-        self._aiohttp = aiohttp
-        self._ssl = _ssl_context(self.endpoint())
-        self._session: aiohttp.ClientSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self.http = http.HttpSession(self.endpoint(), connections=spec.concurrency)
 
     # -- what is sent --------------------------------------------------------------------------
 
@@ -166,13 +131,7 @@ class OpenAIChat:
         self, messages: list[dict[str, str]], timeout: float
     ) -> tuple[str, dict[str, Any], float | None]:
         """The answer text, token usage as the server reports it, and cost (see `cost`)."""
-        session = await self._session_for_loop(timeout)
-        payload = json.dumps(self.body(messages)).encode()
-        async with session.post(self.endpoint(), data=payload, headers=self.headers()) as response:
-            raw = await response.read()
-            if response.status >= 400:
-                retry_after = parse_retry_after(response.headers.get("retry-after"))
-                raise StatusError(response.status, _error_text(raw), retry_after)
+        raw = await self.http.post(self.endpoint(), json.dumps(self.body(messages)).encode(), self.headers())
         try:
             reply = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError):
@@ -203,43 +162,14 @@ class OpenAIChat:
             return None
         return price.usd(int(tokens.get("prompt_tokens") or 0), int(tokens.get("completion_tokens") or 0))
 
-    async def _session_for_loop(self, timeout: float) -> aiohttp.ClientSession:
-        # A session belongs to the loop it was made on; the process's loop is replaced only
-        # when it is closed (`ragmatrix.models.aio`), and the session is closed with it.
-        loop = asyncio.get_running_loop()
-        if self._session is None or self._session.closed or self._loop is not loop:
-            aiohttp = self._aiohttp
-            connector = aiohttp.TCPConnector(limit=self.spec.concurrency, ssl=self._ssl)
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                timeout=aiohttp.ClientTimeout(total=timeout),
-                trust_env=True,  # proxies from the environment, as httpx (and so litellm) honours them
-            )
-            self._loop = loop
-            aio.at_close(self._session.close)
-        return self._session
+    def device(self) -> Device:
+        return remote(self.endpoint())
 
     # -- failures ------------------------------------------------------------------------------
 
     def classify(self, error: BaseException) -> Failure:
-        """As `LitellmChat.classify` does: 429, 408 and 5xx are retried, other statuses are
-        not, connection failures and bodies that are no answer are retried; a rate limit says
-        the server is there, so it never counts towards the breaker."""
-        status = getattr(error, "status_code", None)
-        if isinstance(error, StatusError):
-            fallback = "InternalServerError" if error.status_code >= 500 else "APIStatusError"
-            name = STATUS_NAMES.get(error.status_code, fallback)
-        elif isinstance(error, BadResponse):
-            name, status = "InternalServerError", 500
-        else:
-            name = "APIConnectionError" if _is_transport(error) else type(error).__name__
-        detail = first_line(str(error)) or type(error).__name__
-        message = redact(f"{name}: {detail}", tuple(self.spec.requires_env))
-        if status is not None:
-            message = f"HTTP {status} {message}"
-        retryable = is_retryable_status(status) or (status is None and name == "APIConnectionError")
-        outage = retryable and status != 429
-        return Failure(message, retryable=retryable, retry_after=getattr(error, "retry_after", None), outage=outage)
+        """As `LitellmChat.classify` does (see `ragmatrix.models.http.classify`)."""
+        return http.classify(error, tuple(self.spec.requires_env))
 
 
 def _answer_text(reply: dict[str, Any]) -> str:
@@ -261,48 +191,3 @@ def _answer_text(reply: dict[str, Any]) -> str:
 def _count(value: Any) -> int:
     """A token count as the server reports it; anything but a whole number counts as none."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-
-def _error_text(raw: bytes) -> str:
-    """What an error body says: OpenAI's `{"error": {"message": ...}}`, or its first line."""
-    try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return first_line(raw.decode("utf-8", "replace"))
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict) and error.get("message"):
-        return first_line(str(error["message"]))
-    if isinstance(error, str):
-        return first_line(error)
-    return first_line(raw.decode("utf-8", "replace"))
-
-
-def _is_transport(error: BaseException) -> bool:
-    """A connection refused, reset or dropped mid-answer: the server may be back soon."""
-    import aiohttp
-
-    return isinstance(error, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError | ConnectionError)
-
-
-def _ssl_context(url: str) -> Any:
-    """The CA bundle litellm's client would trust (certifi's, or SSL_CERT_FILE), for https only:
-    loading it costs a few milliseconds that a local server need not pay."""
-    if not url.startswith("https:"):
-        return True  # aiohttp's default, unused over plain http
-    import ssl
-
-    cafile = os.environ.get("SSL_CERT_FILE")
-    if not cafile:
-        try:
-            import certifi
-
-            cafile = certifi.where()
-        except ImportError:  # the system's store is still a sound default
-            cafile = None
-    return ssl.create_default_context(cafile=cafile)
-
-
-def first_line(text: str, limit: int = 300) -> str:
-    """The first line of an error message, cut to `limit` characters: one line per error row."""
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line[:limit]

@@ -41,7 +41,7 @@ class ChatModel(Model, Protocol):
 @runtime_checkable
 class PrefetchingChatModel(ChatModel, Protocol):
     """An LLM whose answers the scheduler can ask ahead of the items (every LLM built on
-    `ragmatrix.models.chat.ChatModel`): it sends a family's first-round requests (`prefetch`),
+    `ragmatrix.models.chat.LLM`): it sends a family's first-round requests (`prefetch`),
     and an item's `achat` with the same messages and sample then takes that answer instead of
     asking again. After the item, `left_unused` says which answers sent ahead it never took. An
     LLM without these is asked by its items alone, one request at a time."""

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragmatrix.cost.device import is_local
 from ragmatrix.cost.figures import FamilyCosts, ModelCost
 from ragmatrix.seam.drawing import Colour, pyplot, save, short_label
 from ragmatrix.seam.tables import FamilyTable
@@ -115,7 +116,7 @@ def draw(path: Path, table: FamilyTable, costs: FamilyCosts, palette: dict[str, 
             axes.set_xscale("log")
         axes.set_xlabel(axis.label + (" (higher is better)" if axis.higher_is_better else " (lower is better)"))
         axes.set_ylabel(f"{table.headline.metric}, 95% CI")
-        devices = sorted({p.device for p in points if p.device and p.device != "remote"})
+        devices = sorted({p.device for p in points if p.device and is_local(p.device)})
         title = "Pareto front: black-edged points, dashed line"
         if len(devices) > 1:
             title += "\ndevices differ: " + "; ".join(devices)

@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 from ragmatrix.families.code_retrieval import retrieval as code_retrieval  # noqa: E402
 from ragmatrix.families.code_retrieval.corpus import corpora  # noqa: E402
 from ragmatrix.foundations.context import start_run  # noqa: E402
+from ragmatrix.models.embedder import EmbeddingModel  # noqa: E402
 from ragmatrix.models.embedding_cache import EmbeddingCache  # noqa: E402
 from ragmatrix.models.lexical import HashingBagOfWords  # noqa: E402
 from ragmatrix.models.models_file import load_models  # noqa: E402
@@ -146,7 +147,7 @@ def rank_and_score_time(cases: list) -> list[str]:
 
 
 def _rank_and_score_time(cases: list) -> list[str]:
-    bow = HashingBagOfWords(ModelSpec(id="bow", kind="embedder", builtin="bow"))
+    bow = EmbeddingModel(ModelSpec(id="bow", kind="embedder", builtin="bow"), HashingBagOfWords())
     corpus = code_retrieval.corpus_of(cases[0])
     index = code_retrieval.index_of(bow, corpus, cases[0].input.chunking)
     scores = [index.scorer.score([case.input.query])[0] for case in cases]

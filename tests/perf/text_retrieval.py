@@ -46,15 +46,15 @@ import json, os
 from ragmatrix.models.providers import sentence_transformers as provider
 
 CALLS = []
-_encode = provider.SentenceTransformerEmbedder._encode
+_embed = provider.SentenceTransformersEmbedding.embed
 
 
 def _recorded(self, texts):
     CALLS.append(list(texts))
-    return _encode(self, texts)
+    return _embed(self, texts)
 
 
-provider.SentenceTransformerEmbedder._encode = _recorded
+provider.SentenceTransformersEmbedding.embed = _recorded
 
 
 def pytest_sessionfinish(session):

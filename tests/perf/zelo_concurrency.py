@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from ragmatrix.models import aio  # noqa: E402
-from ragmatrix.models.chat import ChatModel  # noqa: E402
+from ragmatrix.models.chat import LLM  # noqa: E402
 from ragmatrix.models.providers.litellm_chat import LitellmChat  # noqa: E402
 from ragmatrix.models.spec import ModelSpec  # noqa: E402
 from ragmatrix.zelo import battles as zelo  # noqa: E402
@@ -50,7 +50,7 @@ def judge_pairs(api_base: str, concurrency: int, pairs: int) -> float:
     spec = ModelSpec(
         id="judge", kind="llm", litellm="openai/judge", api_base=api_base, concurrency=concurrency, timeout=30
     )
-    judge = LLMJudge(ChatModel(spec, LitellmChat(spec), cache=None), "Judge.", "A query?", texts)
+    judge = LLMJudge(LLM(spec, LitellmChat(spec), cache=None), "Judge.", "A query?", texts)
     started = time.perf_counter()
     judgements = aio.run(zelo.run_matchups(judge, plan))
     elapsed = time.perf_counter() - started

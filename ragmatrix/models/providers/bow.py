@@ -32,6 +32,7 @@ class BagOfWordsSpec(BuiltinBaseline, EmbedderSpec):
         return f"bow@{VERSION}"
 
     def build(self, models: ModelBuilder) -> Model:
+        from ragmatrix.models.embedder import EmbeddingModel
         from ragmatrix.models.lexical import HashingBagOfWords
 
-        return HashingBagOfWords(self, models.embedding_cache())
+        return EmbeddingModel(self, HashingBagOfWords(), models.embedding_cache())

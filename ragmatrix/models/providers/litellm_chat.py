@@ -19,15 +19,17 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field
 
+from ragmatrix.cost.device import Device, remote
 from ragmatrix.foundations.secrets import redact
 from ragmatrix.models import aio
+from ragmatrix.models.chat import ChatProvider
 from ragmatrix.models.client import EmptyAnswer, Failure, is_retryable_status, parse_retry_after
-from ragmatrix.models.openai_chat import NO_KEY, OpenAIChat, direct_route, first_line
+from ragmatrix.models.http import first_line
+from ragmatrix.models.openai_chat import NO_KEY, OpenAIChat, direct_route
 from ragmatrix.models.providers import provider
 from ragmatrix.models.spec import ModelSpec, expand_env, probe_server
 
 if TYPE_CHECKING:
-    from ragmatrix.models.chat import ChatProvider
     from ragmatrix.models.protocols import Model
     from ragmatrix.models.spec import ModelBuilder
 
@@ -70,9 +72,9 @@ class LitellmChatSpec(LitellmSpec):
         return super().claims(entry) and entry.get("kind") != "embedder"
 
     def build(self, models: ModelBuilder) -> Model:
-        from ragmatrix.models.chat import ChatModel
+        from ragmatrix.models.chat import LLM
 
-        return ChatModel(self, chat_client(self), models.response_cache())
+        return LLM(self, chat_client(self), models.response_cache())
 
 
 def chat_client(spec: LitellmChatSpec) -> ChatProvider:
@@ -117,7 +119,9 @@ def import_litellm() -> Any:
     return litellm
 
 
-class LitellmChat:
+class LitellmChat(ChatProvider):
+    """One `litellm.acompletion` request per answer."""
+
     def __init__(self, spec: LitellmSpec) -> None:
         self.spec = spec
         self.litellm = import_litellm()
@@ -191,6 +195,11 @@ class LitellmChat:
             except Exception:  # litellm raises for any model it has no price for
                 return None
         return float(cost) if cost else None
+
+    def device(self) -> Device:
+        """The server named by `api_base`, else the API litellm routes to (`remote: anthropic`)."""
+        base = self.spec.resolved_api_base()
+        return remote(base or expand_env(str(self.spec.litellm)).partition("/")[0])
 
     def classify(self, error: BaseException) -> Failure:
         status = getattr(error, "status_code", None)

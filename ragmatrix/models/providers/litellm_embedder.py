@@ -1,27 +1,24 @@
 """`litellm: <provider>/<model>` with `kind: embedder`: embeddings from any API litellm
 supports, or from an OpenAI-compatible server named by `api_base`.
 
-Calls go through the same client layer as chat (concurrency limit, timeouts, bounded retries
-honouring Retry-After), in batches of the model's `batch_size`.
+The provider sends one request per batch of the model's `batch_size` texts; the wrapper
+(`ragmatrix.models.embedder.EmbeddingModel`) sends them through the client layer, as for every
+model on a server (concurrency limit, timeouts, bounded retries honouring Retry-After, the
+breaker and the throttle).
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from ragmatrix import cost
-from ragmatrix.models import aio
-from ragmatrix.models.client import Breaker, ModelError, RetryPolicy, Throttle, call
-from ragmatrix.models.embedder import Embedder, normalise_rows
+from ragmatrix.cost.device import Device
+from ragmatrix.models.client import Failure
+from ragmatrix.models.embedder import EmbeddingModel, EmbeddingProvider
 from ragmatrix.models.providers import provider
 from ragmatrix.models.providers.litellm_chat import LitellmChat, LitellmSpec
 from ragmatrix.models.spec import EmbedderSpec, expand_env
 
 if TYPE_CHECKING:
-    import numpy as np
-
-    from ragmatrix.models.embedding_cache import EmbeddingCache
     from ragmatrix.models.protocols import Model
     from ragmatrix.models.spec import ModelBuilder
 
@@ -43,69 +40,35 @@ class LitellmEmbedderSpec(EmbedderSpec, LitellmSpec):
         return {**super().fingerprint(), "query_prefix": self.query_prefix, "document_prefix": self.document_prefix}
 
     def build(self, models: ModelBuilder) -> Model:
-        return LitellmEmbedder(self, models.embedding_cache())
+        return EmbeddingModel(self, LitellmEmbedding(self), models.embedding_cache())
 
 
-class LitellmEmbedder(Embedder):
-    spec: LitellmEmbedderSpec
+class LitellmEmbedding(EmbeddingProvider):
+    """One `litellm.aembedding` request per batch."""
 
-    def __init__(self, spec: LitellmEmbedderSpec, cache: EmbeddingCache | None = None) -> None:
-        super().__init__(spec, cache)
-        # The chat provider knows how to reach the model and how to classify its failures.
+    def __init__(self, spec: LitellmSpec) -> None:
+        self.spec = spec
+        # The chat provider knows how to reach the model, where it is, and how to classify its
+        # failures.
         self.connection = LitellmChat(spec)
-        self.policy = RetryPolicy(retries=spec.retries)
-        self.breaker = Breaker(spec.breaker_after, patience=spec.patience)
-        self.throttle = Throttle(spec.concurrency)
-        self._semaphore: asyncio.Semaphore | None = None
-        self._answered = 0  # requests answered: the first ones pay for the client's start
 
-    async def _embed_batch(self, texts: list[str]) -> list[list[float]]:
-        litellm = self.connection.litellm
-        if self._semaphore is None:
-            self._semaphore = asyncio.Semaphore(self.spec.concurrency)
-
-        async def send() -> Any:
-            request = litellm.aembedding(
-                model=expand_env(str(self.spec.litellm)),
-                input=texts,
-                timeout=self.spec.timeout,
-                max_retries=0,
-                num_retries=0,
-                **self.connection.connection(),
-            )
-            answer = await cost.timed_request(self.id, request, cold=self._answered == 0)
-            self._answered += 1
-            return answer
-
-        response = await call(
-            send,
-            semaphore=self._semaphore,
+    async def aembed(self, texts: list[str]) -> list[list[float]]:
+        response = await self.connection.litellm.aembedding(
+            model=expand_env(str(self.spec.litellm)),
+            input=texts,
             timeout=self.spec.timeout,
-            policy=self.policy,
-            classify=self.connection.classify,
-            breaker=self.breaker,
-            throttle=self.throttle,
+            max_retries=0,
+            num_retries=0,
+            **self.connection.connection(),
         )
         data = sorted(response.data or [], key=lambda item: _field(item, "index"))
-        if len(data) != len(texts):
-            raise ModelError(f"embedding response holds {len(data)} vectors for {len(texts)} texts")
         return [list(_field(item, "embedding")) for item in data]
 
-    @property
-    def device_label(self) -> str:
-        return "remote"
+    def classify(self, error: BaseException) -> Failure:
+        return self.connection.classify(error)
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        import numpy as np
-
-        size = self.spec.batch_size
-        batches = [texts[i : i + size] for i in range(0, len(texts), size)]
-
-        async def gather() -> list[list[list[float]]]:
-            return list(await asyncio.gather(*(self._embed_batch(batch) for batch in batches)))
-
-        rows = [row for batch in aio.run(gather()) for row in batch]
-        return normalise_rows(np.asarray(rows, dtype=np.float32).reshape(len(texts), -1))
+    def device(self) -> Device:
+        return self.connection.device()
 
 
 def _field(item: Any, name: str) -> Any:

@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field
 
 from ragmatrix.cost import device as devices
-from ragmatrix.foundations.secrets import redact
-from ragmatrix.models.client import ModelError
-from ragmatrix.models.embedder import Embedder, normalise_rows
+from ragmatrix.cost.device import Device
+from ragmatrix.models.embedder import EmbeddingModel, EmbeddingProvider
 from ragmatrix.models.fingerprint import directory_fingerprint
 from ragmatrix.models.providers import provider
 from ragmatrix.models.spec import EmbedderSpec, expand_env
@@ -19,7 +18,6 @@ from ragmatrix.models.spec import EmbedderSpec, expand_env
 if TYPE_CHECKING:
     import numpy as np
 
-    from ragmatrix.models.embedding_cache import EmbeddingCache
     from ragmatrix.models.protocols import Model
     from ragmatrix.models.spec import ModelBuilder
 
@@ -75,7 +73,7 @@ class SentenceTransformersSpec(EmbedderSpec):
         }
 
     def build(self, models: ModelBuilder) -> Model:
-        return SentenceTransformerEmbedder(self, models.embedding_cache())
+        return EmbeddingModel(self, SentenceTransformersEmbedding(self), models.embedding_cache())
 
     def expected_device(self) -> str:
         """The device the model will take, told without loading torch (the session header)."""
@@ -104,46 +102,48 @@ def pick_device(requested: str) -> str:
     return "cpu"
 
 
-class SentenceTransformerEmbedder(Embedder):
+class SentenceTransformersEmbedding(EmbeddingProvider):
     """Loads its weights on the first text the cache cannot serve: a warm run never imports
     torch or sentence-transformers at all."""
 
-    spec: SentenceTransformersSpec
-
-    def __init__(self, spec: SentenceTransformersSpec, cache: EmbeddingCache | None = None) -> None:
-        super().__init__(spec, cache)
+    def __init__(self, spec: SentenceTransformersSpec) -> None:
+        self.spec = spec
         self._model: Any = None
-        self._load_error: str | None = None
         self._tokenizer: Any = None
+
+    def load(self) -> None:
+        self.model  # noqa: B018 - loaded before the clock starts: a load is not an encode
 
     @property
     def model(self) -> Any:
         if self._model is None:
-            if self._load_error is not None:  # do not retry a load that failed for every test
-                raise ModelError(self._load_error)
-            try:
-                self._model = self._load()
-            except Exception as error:
-                self._load_error = redact(f"cannot load model '{self.id}': {type(error).__name__}: {error}")
-                self._load_error = self._load_error.splitlines()[0]
-                raise ModelError(self._load_error) from error
+            from sentence_transformers import SentenceTransformer
+
+            path = self.spec.local_path()
+            source = str(path) if path is not None else str(self.spec.sentence_transformers)
+            model = SentenceTransformer(source, device=pick_device(self.spec.device))
+            if self.spec.max_seq_length:
+                model.max_seq_length = self.spec.max_seq_length
+            self._model = model
         return self._model
 
-    def _load(self) -> Any:
-        from sentence_transformers import SentenceTransformer
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return self.model.encode(
+            texts,
+            batch_size=self.spec.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
 
-        path = self.spec.local_path()
-        source = str(path) if path is not None else str(self.spec.sentence_transformers)
-        model = SentenceTransformer(source, device=pick_device(self.spec.device))
-        if self.spec.max_seq_length:
-            model.max_seq_length = self.spec.max_seq_length
-        return model
+    def device(self) -> Device:
+        if self._model is None:  # not loaded (every text cached): no torch for a name
+            return Device(self.spec.expected_device(), local=True)
+        device = str(self._model.device)
+        if device.startswith("cuda"):
+            return Device(devices.cuda_name(device), local=True, cuda=device)
+        return Device(devices.describe(device), local=True)
 
-    @property
-    def device(self) -> str:
-        return str(self.model.device)
-
-    @property
     def context_limit(self) -> int | None:
         """Word pieces the model reads before it truncates, without loading it if possible."""
         if self.spec.max_seq_length:
@@ -171,47 +171,11 @@ class SentenceTransformerEmbedder(Embedder):
             self._tokenizer = Tokenizer.from_file(str(file))
             self._tokenizer.no_truncation()
             self._tokenizer.no_padding()
-        encoded = self._tokenizer.encode_batch([self.spec.document_prefix + t for t in texts])
+        encoded = self._tokenizer.encode_batch(texts)
         return [len(e.ids) for e in encoded]
-
-    @property
-    def device_label(self) -> str:
-        device = str(self._model.device) if self._model is not None else pick_device(self.spec.device)
-        if device.startswith("cuda"):
-            return devices.cuda_name(device)
-        return device
-
-    # -- for the cost figures ---------------------------------------------------------------------
-
-    def prepare_to_measure(self) -> None:
-        self.model  # noqa: B018 - loaded before the clock starts: a load is not an encode
-        if not self._warmed_up:  # the first call pays for lazy initialisation, not the model
-            self._encode(["warm-up"])
-            self._warmed_up = True
-
-    @property
-    def cost_device(self) -> str:
-        if self._model is None:  # not loaded (every text cached): no torch for a name
-            return self.spec.expected_device()
-        return devices.describe(self.device_label)
-
-    @property
-    def cuda_device(self) -> str | None:
-        device = str(self._model.device) if self._model is not None else ""
-        return device if device.startswith("cuda") else None
 
     def model_size(self) -> tuple[float | None, int | None]:
         path = self.spec.local_path()
         size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20 if path is not None else None
         parameters = sum(p.numel() for p in self._model.parameters()) if self._model is not None else None
         return size, parameters
-
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        vectors = self.model.encode(
-            texts,
-            batch_size=self.spec.batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-        )
-        return normalise_rows(vectors)

@@ -18,21 +18,18 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast
 
 from pydantic import Field, model_validator
 
+from ragmatrix.cost.device import Device, remote
 from ragmatrix.foundations.secrets import redact
-from ragmatrix.models.chat import ChatModel
-from ragmatrix.models.client import ModelError
-from ragmatrix.models.embedder import Embedder
+from ragmatrix.models.chat import LLM, ChatProvider, Messages
+from ragmatrix.models.client import Failure, ModelError
+from ragmatrix.models.embedder import EmbeddingModel, EmbeddingProvider
 from ragmatrix.models.providers import provider
 from ragmatrix.models.spec import EmbedderSpec, ModelSpec, expand_env, probe_server
 
 if TYPE_CHECKING:
-    import numpy as np
-
-    from ragmatrix.foundations.cache import SqliteCache
-    from ragmatrix.models.embedding_cache import EmbeddingCache
     from ragmatrix.models.protocols import Model
-    from ragmatrix.models.providers.litellm_chat import LitellmSpec
-    from ragmatrix.models.providers.litellm_embedder import LitellmEmbedder, LitellmEmbedderSpec
+    from ragmatrix.models.providers.litellm_chat import LitellmChat, LitellmSpec
+    from ragmatrix.models.providers.litellm_embedder import LitellmEmbedding
     from ragmatrix.models.spec import ModelBuilder
 
 # The launch_model arguments an entry may name directly.
@@ -107,9 +104,12 @@ class XinferenceSpec(EmbedderSpec):
         }
 
     def build(self, models: ModelBuilder) -> Model:
+        server = XinferenceServer(self)
         if self.kind == "llm":  # found or launched now, on the server
-            return XinferenceChatModel(self, models.response_cache())
-        return XinferenceEmbedder(self, models.embedding_cache())
+            # The response cache is keyed by the spec (the model name and launch settings), not the uid.
+            return LLM(self, XinferenceChat(server), models.response_cache())
+        # No cache or prefixes in the route: the wrapper applies both, under this spec's fingerprint.
+        return EmbeddingModel(self, XinferenceEmbedding(server), models.embedding_cache())
 
 
 T = TypeVar("T")
@@ -210,54 +210,60 @@ class XinferenceServer:
         return cast("LitellmSpec", self.spec.route(self.model_uid()))
 
 
-class XinferenceEmbedder(Embedder):
+class XinferenceEmbedding(EmbeddingProvider):
     """Finds or launches its model on the first text the embedding cache cannot serve, then
-    embeds batches of `batch_size` texts through litellm's OpenAI route."""
+    embeds batches through litellm's OpenAI route to it."""
 
-    spec: XinferenceSpec
-
-    def __init__(self, spec: XinferenceSpec, cache: EmbeddingCache | None = None) -> None:
-        super().__init__(spec, cache)
-        self.server = XinferenceServer(spec)
-        self._backend: LitellmEmbedder | None = None
+    def __init__(self, server: XinferenceServer) -> None:
+        self.server = server
+        self._route: LitellmEmbedding | None = None
 
     @property
-    def backend(self) -> LitellmEmbedder:
-        if self._backend is None:
-            from ragmatrix.models.providers.litellm_embedder import LitellmEmbedder
+    def route(self) -> LitellmEmbedding:
+        if self._route is None:
+            from ragmatrix.models.providers.litellm_embedder import LitellmEmbedding
 
-            # No cache or prefixes there: this class applies both, under the spec's fingerprint.
-            self._backend = LitellmEmbedder(cast("LitellmEmbedderSpec", self.server.route()), cache=None)
-        return self._backend
+            self._route = LitellmEmbedding(self.server.route())
+        return self._route
 
-    @property
-    def device_label(self) -> str:
-        return "remote"
+    def load(self) -> None:
+        self.route  # noqa: B018 - found or launched before the clock starts: a launch is not an encode
 
-    def prepare_to_measure(self) -> None:
-        self.backend  # noqa: B018 - found or launched before the clock starts: a launch is not an encode
+    async def aembed(self, texts: list[str]) -> list[list[float]]:
+        return await self.route.aembed(texts)
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        return self.backend._encode(texts)
+    def classify(self, error: BaseException) -> Failure:
+        return self.route.classify(error)
+
+    def device(self) -> Device:
+        return remote(self.server.endpoint)
 
     def close(self) -> None:
         self.server.close()
 
 
-class XinferenceChatModel(ChatModel):
+class XinferenceChat(ChatProvider):
     """An LLM on Xinference, chatting through litellm's OpenAI route. The model is found or
-    launched when it is built, that is when the first test that needs it runs."""
+    launched when it is made, that is when the first test that needs it runs."""
 
-    def __init__(self, spec: XinferenceSpec, cache: SqliteCache | None) -> None:
+    def __init__(self, server: XinferenceServer) -> None:
         from ragmatrix.models.providers.litellm_chat import LitellmChat
 
-        self.server = XinferenceServer(spec)
+        self.server = server
         try:
-            # The response cache is keyed by `spec` (the model name and launch settings), not the uid.
-            super().__init__(spec, LitellmChat(self.server.route()), cache)
+            self.route: LitellmChat = LitellmChat(server.route())
         except Exception:
-            self.server.close()  # a model launched for an object never built is not left running
+            server.close()  # a model launched for a provider never made is not left running
             raise
+
+    async def complete(self, messages: Messages, timeout: float) -> tuple[str, dict[str, Any], float | None]:
+        return await self.route.complete(messages, timeout)
+
+    def classify(self, error: BaseException) -> Failure:
+        return self.route.classify(error)
+
+    def device(self) -> Device:
+        return remote(self.server.endpoint)
 
     def close(self) -> None:
         self.server.close()

@@ -1,0 +1,165 @@
+"""Asking an HTTP server directly: one aiohttp session per model on the run's loop, closed at the
+run's end, and failures classified the way the client layer retries them.
+
+The direct chat client (`ragmatrix.models.openai_chat`) and any provider that speaks its own
+JSON over HTTP (`docs/examples/http_embedder.py`) share it: a status of 400 or more is a
+`StatusError` with the server's message and its `Retry-After`; a body that is not JSON is a
+`BadResponse` (a proxy's error page: retried like a 5xx); a refused or dropped connection is
+retried; `classify` turns each into the `Failure` that `ragmatrix.models.client.call` acts on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+from ragmatrix.foundations.secrets import redact
+from ragmatrix.models import aio
+from ragmatrix.models.client import Failure, is_retryable_status, parse_retry_after
+
+if TYPE_CHECKING:
+    import aiohttp
+
+# Status names as the OpenAI SDK (and so litellm) calls them, for messages people recognise.
+STATUS_NAMES = {
+    400: "BadRequestError",
+    401: "AuthenticationError",
+    403: "PermissionDeniedError",
+    404: "NotFoundError",
+    408: "Timeout",
+    409: "ConflictError",
+    422: "UnprocessableEntityError",
+    429: "RateLimitError",
+    503: "ServiceUnavailableError",
+}
+
+
+class BadResponse(Exception):
+    """An answer that is not what the endpoint speaks (a proxy's HTML page, say): a server fault
+    that may pass, retried like a 5xx."""
+
+
+class StatusError(Exception):
+    """An HTTP error status, with what the server said and when it asks to be tried again."""
+
+    def __init__(self, status: int, message: str, retry_after: float | None) -> None:
+        super().__init__(message)
+        self.status_code = status
+        self.retry_after = retry_after
+
+
+class HttpSession:
+    """One model's connections to its server: at most `connections` at once, made on the run's
+    loop and closed with it."""
+
+    def __init__(self, url: str, connections: int) -> None:
+        import aiohttp
+
+        self._aiohttp = aiohttp
+        self._ssl = ssl_context(url)
+        self._connections = connections
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def session(self) -> aiohttp.ClientSession:
+        # A session belongs to the loop it was made on; the run's loop is replaced only when it
+        # is closed (`ragmatrix.models.aio`), and the session is closed with it. Each attempt's
+        # time is bounded by the client layer (`asyncio.wait_for`), not here.
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._loop is not loop:
+            aiohttp = self._aiohttp
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._connections, ssl=self._ssl),
+                trust_env=True,  # proxies from the environment, as httpx (and so litellm) honours them
+            )
+            self._loop = loop
+            aio.at_close(self._session.close)
+        return self._session
+
+    async def post(self, url: str, payload: bytes, headers: dict[str, str] | None = None) -> bytes:
+        """The body of the answer to a POST; a status of 400 or more raises `StatusError`."""
+        session = await self.session()
+        async with session.post(url, data=payload, headers=headers) as response:
+            raw = await response.read()
+            if response.status >= 400:
+                retry_after = parse_retry_after(response.headers.get("retry-after"))
+                raise StatusError(response.status, error_text(raw), retry_after)
+        return raw
+
+    async def post_json(self, url: str, payload: Any, headers: dict[str, str] | None = None) -> Any:
+        """`payload` posted as JSON, the answer read as JSON (`BadResponse` when it is not)."""
+        sent = {"Content-Type": "application/json", **(headers or {})}
+        raw = await self.post(url, json.dumps(payload).encode(), sent)
+        try:
+            return json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise BadResponse(f"not JSON: {raw[:200]!r}") from None
+
+
+def classify(error: BaseException, secret_names: tuple[str, ...] = ()) -> Failure:
+    """429, 408 and 5xx are retried, other statuses are not; connection failures and bodies that
+    are no answer are retried; a rate limit says the server is there, so it never counts towards
+    the breaker. The message names the status as the OpenAI SDK would, so the direct client and
+    litellm read alike."""
+    status = getattr(error, "status_code", None)
+    if isinstance(error, StatusError):
+        fallback = "InternalServerError" if error.status_code >= 500 else "APIStatusError"
+        name = STATUS_NAMES.get(error.status_code, fallback)
+    elif isinstance(error, BadResponse):
+        name, status = "InternalServerError", 500
+    else:
+        name = "APIConnectionError" if is_transport(error) else type(error).__name__
+    detail = first_line(str(error)) or type(error).__name__
+    message = redact(f"{name}: {detail}", secret_names)
+    if status is not None:
+        message = f"HTTP {status} {message}"
+    retryable = is_retryable_status(status) or (status is None and name == "APIConnectionError")
+    outage = retryable and status != 429
+    return Failure(message, retryable=retryable, retry_after=getattr(error, "retry_after", None), outage=outage)
+
+
+def error_text(raw: bytes) -> str:
+    """What an error body says: OpenAI's `{"error": {"message": ...}}`, or its first line."""
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return first_line(raw.decode("utf-8", "replace"))
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        return first_line(str(error["message"]))
+    if isinstance(error, str):
+        return first_line(error)
+    return first_line(raw.decode("utf-8", "replace"))
+
+
+def is_transport(error: BaseException) -> bool:
+    """A connection refused, reset or dropped mid-answer: the server may be back soon."""
+    import aiohttp
+
+    return isinstance(error, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError | ConnectionError)
+
+
+def ssl_context(url: str) -> Any:
+    """The CA bundle litellm's client would trust (certifi's, or SSL_CERT_FILE), for https only:
+    loading it costs a few milliseconds that a local server need not pay."""
+    if not url.startswith("https:"):
+        return True  # aiohttp's default, unused over plain http
+    import ssl
+
+    cafile = os.environ.get("SSL_CERT_FILE")
+    if not cafile:
+        try:
+            import certifi
+
+            cafile = certifi.where()
+        except ImportError:  # the system's store is still a sound default
+            cafile = None
+    return ssl.create_default_context(cafile=cafile)
+
+
+def first_line(text: str, limit: int = 300) -> str:
+    """The first line of an error message, cut to `limit` characters: one line per error row."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line[:limit]
