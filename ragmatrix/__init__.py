@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ragmatrix.cost.figures import FamilyCosts
+    from ragmatrix.explore.export import load_results
     from ragmatrix.models.client import ModelError
     from ragmatrix.models.protocols import (
         ChatModel,
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
 
 # Each public name and the module that defines it. A family's descriptor and its callbacks are
 # typed with these: the case, the models, the family's table, the report blocks, the plot
-# context and the cost figures.
+# context and the cost figures. `load_results(path)` reads a results folder as a pandas
+# DataFrame, one row per item and iteration.
 _HOMES = {
     "Block": "ragmatrix.seam.blocks",
     "Bullets": "ragmatrix.seam.blocks",
@@ -47,6 +49,7 @@ _HOMES = {
     "Headline": "ragmatrix.seam.tables",
     "Image": "ragmatrix.seam.blocks",
     "Judge": "ragmatrix.models.protocols",
+    "load_results": "ragmatrix.explore.export",
     "Messages": "ragmatrix.models.protocols",
     "Model": "ragmatrix.models.protocols",
     "ModelError": "ragmatrix.models.client",
@@ -86,6 +89,7 @@ __all__ = [
     "PrefetchingChatModel",
     "Retriever",
     "Table",
+    "load_results",
     "provider",
 ]
 
