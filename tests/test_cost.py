@@ -395,3 +395,12 @@ def test_the_code_retrieval_section_is_the_rust_tools_table_with_embeddings_per_
     ]
     main = costs.of("minilm").main
     assert main is not None and main.embeddings_per_s == 12.5 and main.memory_added_mb == 900.0
+
+
+def test_a_cost_file_that_cannot_be_read_is_one_problem_and_never_written_over(tmp_path):
+    store = CostStore(tmp_path)
+    (tmp_path / "costs" / "code_retrieval.jsonl").mkdir(parents=True)  # unreadable as a file, for root too
+    problem = "costs/code_retrieval.jsonl: cannot read it (not a regular file (a folder); ignored)"
+    assert store.load_all().problems == [problem]
+    assert store.compact_all() == [problem]
+    assert (tmp_path / "costs" / "code_retrieval.jsonl").is_dir()

@@ -83,7 +83,8 @@ class Slow(HashingBagOfWords):
     encoded = 0
 
     def embed(self, batch):
-        time.sleep(float(sys.argv[2]))  # a model's pace: long enough to be killed mid-build
+        if sys.argv[2] == "stall" and Slow.encoded >= 256:
+            time.sleep(3600)  # past the first block the model stalls, to be killed mid-build
         Slow.encoded += len(batch)
         return super().embed(batch)
 
@@ -110,7 +111,7 @@ def test_a_build_killed_with_sigkill_embeds_only_the_rest_when_run_again(tmp_pat
     script.write_text(KILLED_BUILD)
     cache = tmp_path / "cache"
     environment = {**os.environ, "PYTHONPATH": str(REPO)}
-    process = subprocess.Popen([sys.executable, str(script), str(cache), "0.5"], env=environment)
+    process = subprocess.Popen([sys.executable, str(script), str(cache), "stall"], env=environment)
     deadline = time.monotonic() + 60
     while stored_rows(cache) < BLOCK and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -119,7 +120,7 @@ def test_a_build_killed_with_sigkill_embeds_only_the_rest_when_run_again(tmp_pat
     kept = stored_rows(cache)
     assert BLOCK <= kept < 4 * BLOCK
     done = subprocess.run(
-        [sys.executable, str(script), str(cache), "0"], env=environment, capture_output=True, text=True, check=True
+        [sys.executable, str(script), str(cache), "go"], env=environment, capture_output=True, text=True, check=True
     )
     assert f"ENCODED {4 * BLOCK - kept}" in done.stdout
 

@@ -619,6 +619,29 @@ def test_report_problems_are_one_line(tmp_path, capsys):
     assert err[2].startswith("error: no zelo_battles item nope (items: stale, topic0,")
 
 
+ODD_IDS = ["$\\frac{1}{$", "price $a$ and $b$", "m" * 300]  # rows of a merged store may hold any id
+
+
+def test_a_report_on_odd_model_ids_is_written_whole(tmp_path, capsys):
+    """Ids that are mathtext to matplotlib, or longer than a file name may be, are drawn and
+    named as they are, or cut with a digest; the report is written, with every model in it."""
+    rows = shipped_like_rows()
+    for odd in ODD_IDS:
+        rows += [dict(r, model=odd) for r in shipped_like_rows() if r["model"] == "weak"]
+    results = write_results(tmp_path / "results", rows)
+    assert main(["report", "--results-dir", str(results), "--heatmap", "topic0"]) == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+    report = results / "report"
+    text = (report / "leaderboard.md").read_text()
+    assert all(odd in text for odd in ODD_IDS)
+    heatmaps = sorted(p.name for p in report.glob("zelo_heatmap_topic0_*.png"))
+    assert len(heatmaps) == 2 + len(ODD_IDS)
+    assert max(len(name.encode()) for name in heatmaps) < 255
+    long_one = [name for name in heatmaps if "mmmm" in name]
+    assert len(long_one) == 1 and re.fullmatch(r"zelo_heatmap_topic0_m{69}-[0-9a-f]{10}\.png", long_one[0])
+
+
 def test_after_a_benchmark_run_the_report_shows_the_terminal_numbers(bench, server):
     server.answer = lambda messages: "yes"
     result = bench.runpytest("benchmark", "-p", "no:cacheprovider")
