@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         results: Path = results_folder(args.results_dir)
         # As every command finds it: --models-file, else benchmark/models.yaml from here upward;
         # the report runs without one (its cost records keep the prices), wherever the results are.
-        models: Path | None = models_file(args.models_file) if args.models_file is not None else _found_models_file()
+        models: Path | None = models_file(args.models_file) if args.models_file is not None else found_models_file()
     except NotFound as error:
         raise CommandError(str(error)) from None
     if not results.is_dir():
@@ -85,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
         return _report(args, results, models)
 
 
-def _found_models_file() -> Path | None:
+def found_models_file() -> Path | None:
+    """benchmark/models.yaml, found from the working directory upward as every command finds it."""
     from ragmatrix.cli.locate import NotFound, models_file
 
     try:
