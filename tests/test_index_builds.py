@@ -193,6 +193,22 @@ def test_a_benchmark_run_draws_the_bar_on_the_terminal_past_the_capture(pytester
     assert "chunk/s" in shown
 
 
+def read_all(leader: int) -> str:
+    """Everything written to a terminal whose other end is closed: a terminal hands it over in
+    pieces, and says EIO once it is all read."""
+    pieces = []
+    while True:
+        try:
+            piece = os.read(leader, 65536)
+        except OSError:
+            break
+        if not piece:
+            break
+        pieces.append(piece)
+    os.close(leader)
+    return b"".join(pieces).decode()
+
+
 def test_an_index_build_says_on_a_terminal_which_corpus_it_indexes_and_nothing_off_one(fresh_run, tmp_path, capsys):
     from ragmatrix.families.code_retrieval.chunking import Chunking
     from ragmatrix.families.code_retrieval.corpus import CorpusSpec, load_corpus
@@ -211,7 +227,6 @@ def test_an_index_build_says_on_a_terminal_which_corpus_it_indexes_and_nothing_o
             index_of(Recording(None), corpus, Chunking(strategy="line", lines=20, overlap=5))
         finally:
             sys.stderr = original
-    shown = os.read(leader, 65536).decode()
-    os.close(leader)
+    shown = read_all(leader)
     assert "ragmatrix: bow: indexing 4 chunks of path src (line)" in shown
     assert "bow: embedding: 100%" in shown and "4/4" in shown
