@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         Messages,
         Model,
         PrefetchingChatModel,
+        Reranker,
         Retriever,
     )
     from ragmatrix.models.providers import provider
@@ -57,6 +58,7 @@ _HOMES = {
     "Plot": "ragmatrix.seam.family",
     "PrefetchingChatModel": "ragmatrix.models.protocols",
     "PlotContext": "ragmatrix.seam.drawing",
+    "Reranker": "ragmatrix.models.protocols",
     "Retriever": "ragmatrix.models.protocols",
     "Table": "ragmatrix.seam.blocks",
     "provider": "ragmatrix.models.providers",
@@ -85,6 +87,7 @@ __all__ = [
     "Plot",
     "PlotContext",
     "PrefetchingChatModel",
+    "Reranker",
     "Retriever",
     "Table",
     "provider",

@@ -186,7 +186,10 @@ def test_every_shipped_entry_is_its_providers_spec_and_keeps_its_fingerprint(mon
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"kind": "embedder"}, "^give exactly one of litellm, sentence_transformers, builtin, xinference$"),
+        (
+            {"kind": "embedder"},
+            "^give exactly one of litellm, sentence_transformers, builtin, rerank_with, xinference$",
+        ),
         ({"kind": "embedder", "builtin": "tfidf"}, r"^unknown builtin 'tfidf' \(known: bm25, bow\)$"),
         ({"kind": "embedder", "provider": "nosuch"}, r"^unknown provider 'nosuch' \(known: .*bm25.*\)$"),
         ({"kind": "llm", "litellm": "openai/x", "batch_size": 8}, "^batch_size goes with .*a litellm embedder"),

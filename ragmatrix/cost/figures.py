@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ragmatrix.cost.device import is_local
-from ragmatrix.cost.price import Price
+from ragmatrix.cost.price import AnyPrice
 from ragmatrix.cost.record import CostRecord
 
 ALL_FROM_CACHE = "every text came from the embedding cache: no speed was measured"
@@ -50,7 +50,7 @@ class ModelCost:
     tokens: tuple[int, int] | None = None  # input, output; None for a model that reads no tokens
     tokens_counted: int = 0  # calls whose tokens were counted here, the server having reported none
     usd: float | None = None
-    price: Price | None = None
+    price: AnyPrice | None = None
     price_source: str = "unknown"
     note: str | None = None
 

@@ -1,4 +1,7 @@
-"""What an LLM's tokens cost: `price:` on its models.yaml entry, else litellm's local cost map.
+"""What a model's work costs: `price:` on its models.yaml entry, else litellm's local cost map.
+
+An LLM (or a reranker billed by tokens) is priced per million tokens (`Price`); a rerank API
+billed by searches, as Cohere bills them, per thousand searches (`SearchPrice`).
 
 The cost map is the JSON file litellm ships with its package
 (`model_prices_and_context_window_backup.json`), read as a file: litellm is not imported and
@@ -34,6 +37,21 @@ class Price(BaseModel):
         return (tokens_in * self.input_per_million + tokens_out * self.output_per_million) / PER_MILLION
 
 
+class SearchPrice(BaseModel):
+    """US dollars per thousand searches (one query reranked against up to its documents), as a
+    rerank API bills them: `price: {per_thousand_searches: 2.0}`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    per_thousand_searches: float = Field(ge=0)
+
+    def usd(self, searches: int) -> float:
+        return searches * self.per_thousand_searches / 1000
+
+
+AnyPrice = Price | SearchPrice
+
+
 @functools.cache
 def cost_map() -> dict[str, Any]:
     """litellm's bundled cost map, or {} where litellm is not installed."""
@@ -49,10 +67,10 @@ def cost_map() -> dict[str, Any]:
     return {}
 
 
-def listed_price(model: str) -> Price | None:
+def listed_price(model: str) -> AnyPrice | None:
     """The cost map's price of a litellm model string ("openai/gpt-4o-mini", "gpt-4o-mini"):
     the entry of the whole string, else of the name after the provider when the entry's
-    provider is that one."""
+    provider is that one. A rerank model priced per query (Cohere's searches) gets that price."""
     known = cost_map()
     entry = known.get(model)
     if entry is None and "/" in model:
@@ -62,13 +80,16 @@ def listed_price(model: str) -> Price | None:
             entry = candidate
     if not isinstance(entry, dict):
         return None
+    per_query = entry.get("input_cost_per_query")
+    if isinstance(per_query, int | float) and per_query > 0:
+        return SearchPrice(per_thousand_searches=per_query * 1000)
     per_in, per_out = entry.get("input_cost_per_token"), entry.get("output_cost_per_token")
     if not isinstance(per_in, int | float) or not isinstance(per_out, int | float):
         return None
     return Price(input_per_million=per_in * PER_MILLION, output_per_million=per_out * PER_MILLION)
 
 
-def price_of(spec: Any) -> tuple[Price | None, str]:
+def price_of(spec: Any) -> tuple[AnyPrice | None, str]:
     """A model spec's price and where it comes from ("models.yaml", "litellm cost map", or
     "unknown")."""
     own = getattr(spec, "price", None)

@@ -31,7 +31,7 @@ from ragmatrix.suite.evaluator import EvaluatorChoice, choose_evaluator
 from ragmatrix.suite.loader import DEFAULT_MAX_VARIANTS, Suite, load_suite
 
 STATE_KEY = pytest.StashKey["BenchmarkState"]()
-MODEL_FIXTURES = ("llm", "embedder", "judge", "retriever")
+MODEL_FIXTURES = ("llm", "embedder", "judge", "retriever", "reranker")
 
 
 def selects_benchmark(root: Path, benchmark_dir: Path, args: list[str]) -> bool:

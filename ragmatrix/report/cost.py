@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragmatrix.cost.figures import NOT_MEASURED, DeviceFigures, FamilyCosts, ModelCost, device_figures
-from ragmatrix.cost.price import Price, price_of
+from ragmatrix.cost.price import AnyPrice, Price, SearchPrice, price_of
 from ragmatrix.cost.record import CostRecord
 from ragmatrix.seam.blocks import Block, Heading, Image, Paragraph, Table
 from ragmatrix.seam.tables import FamilyTable, Tables
@@ -43,7 +43,12 @@ def token_totals(rows: Iterable[Row]) -> tuple[int, int, int, int]:
     return calls, tokens_in, tokens_out, counted
 
 
-def model_price(spec: ModelSpec | None) -> tuple[Price | None, str]:
+def searches(rows: Iterable[Row]) -> int:
+    """The searches a rerank API billed for rows."""
+    return sum(int(row.usage.get("search_units", 0)) for row in rows)
+
+
+def model_price(spec: ModelSpec | None) -> tuple[AnyPrice | None, str]:
     """A model's price; an ensemble's only where every member has the same one (its rows hold
     the members' tokens together)."""
     if spec is None:
@@ -80,8 +85,10 @@ def family_costs(
         if calls > 0 or (spec is not None and spec.kind in ("llm", "ensemble")):
             cost.tokens, cost.tokens_counted = (tokens_in, tokens_out), counted
             cost.price, cost.price_source = model_price(spec)
-            if cost.price is not None:
+            if isinstance(cost.price, Price):
                 cost.usd = round(cost.price.usd(tokens_in, tokens_out), 8)
+            elif isinstance(cost.price, SearchPrice):  # a rerank API billed by searches
+                cost.usd = round(cost.price.usd(searches(rows_by_model.get(line.model, []))), 8)
         if not found and cost.tokens is None:
             cost.note = NOT_MEASURED
         elif cost.main is not None:
@@ -198,6 +205,8 @@ def _size(figures: DeviceFigures | None) -> str:
 def _price(cost: ModelCost) -> str:
     if cost.price is None:
         return "-" if cost.tokens is None else f"none ({cost.price_source})"
+    if isinstance(cost.price, SearchPrice):
+        return f"${cost.price.per_thousand_searches:g} per 1,000 searches ({cost.price_source})"
     return f"${cost.price.input_per_million:g} / ${cost.price.output_per_million:g} ({cost.price_source})"
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ragmatrix.cost.figures import DeviceFigures, FamilyCosts, ModelCost
+from ragmatrix.cost.price import SearchPrice
 from ragmatrix.seam.tables import Tables
 
 FILE_NAME = "leaderboard.json"
@@ -34,8 +35,9 @@ class Tokens(_Strict):
 
 
 class PriceEntry(_Strict):
-    input_per_million: float
-    output_per_million: float
+    input_per_million: float | None  # tokens (LLMs, rerankers billed by tokens)
+    output_per_million: float | None
+    per_thousand_searches: float | None  # a rerank API billed by searches
     source: str  # "models.yaml" or "litellm cost map"
 
 
@@ -97,10 +99,18 @@ class LeaderboardFile(_Strict):
 
 def _cost(cost: ModelCost, figures: DeviceFigures | None) -> Cost:
     price = None
-    if cost.price is not None:
+    if isinstance(cost.price, SearchPrice):
+        price = PriceEntry(
+            input_per_million=None,
+            output_per_million=None,
+            per_thousand_searches=cost.price.per_thousand_searches,
+            source=cost.price_source,
+        )
+    elif cost.price is not None:
         price = PriceEntry(
             input_per_million=cost.price.input_per_million,
             output_per_million=cost.price.output_per_million,
+            per_thousand_searches=None,
             source=cost.price_source,
         )
     f = figures

@@ -1,0 +1,96 @@
+"""`sentence_transformers: <name|path>` with `kind: reranker`: a sentence-transformers
+`CrossEncoder`, loaded offline from a folder or by name, that reads the query and each document
+together and gives one relevance per pair (`CrossEncoder.predict`, as it comes).
+
+It takes the fields of a `sentence_transformers` embedder (the model, `device`, `max_seq_length`
+as the pair's token limit, `batch_size`, prefixes put before the query and each document) and
+a reranker's (`first_stage`, `top_n`). Weights load on the first pair the rerank cache cannot
+serve, so a cached run never imports torch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from ragmatrix.cost import device as devices
+from ragmatrix.cost.device import Device
+from ragmatrix.models.client import ModelError
+from ragmatrix.models.providers import provider
+from ragmatrix.models.providers.sentence_transformers import SentenceTransformersSpec, pick_device
+from ragmatrix.models.reranker import RerankProvider
+from ragmatrix.models.spec import RerankerSpec
+
+if TYPE_CHECKING:
+    from ragmatrix.models.protocols import Model
+    from ragmatrix.models.spec import ModelBuilder
+
+
+@provider("cross_encoder", needs={"sentence_transformers": "sentence-transformers"})
+class CrossEncoderSpec(RerankerSpec, SentenceTransformersSpec):
+    provider: Literal["cross_encoder"] = "cross_encoder"  # type: ignore[assignment]
+    key: ClassVar[str | None] = "sentence_transformers"
+    # An entry with `sentence_transformers:` and kind reranker is this provider's, not the embedder's.
+    precedence: ClassVar[int] = 1
+    kinds: ClassVar[tuple[str, ...]] = ("reranker",)
+    describe: ClassVar[str] = "a sentence_transformers model"
+
+    @classmethod
+    def claims(cls, entry: dict[str, Any]) -> bool:
+        return super().claims(entry) and entry.get("kind") == "reranker"
+
+    def scorer_fingerprint(self) -> dict[str, Any]:
+        return {**SentenceTransformersSpec.fingerprint(self), "provider": "cross_encoder"}
+
+    def build(self, models: ModelBuilder) -> Model:
+        return self.reranker(models, CrossEncoderReranker(self))
+
+
+def load_arguments(spec: CrossEncoderSpec) -> dict[str, Any]:
+    """What `CrossEncoder(...)` is given besides the model and the device. The hook for an
+    exported backend: an entry that asks for one (`backend: onnx | openvino`, `quantization`)
+    is refused here until the export module can make it, never run silently on torch."""
+    backend = getattr(spec, "backend", "torch")
+    quantization = getattr(spec, "quantization", None)
+    if backend not in (None, "torch") or quantization not in (None, "none"):
+        raise ModelError(f"reranker '{spec.id}': a CrossEncoder runs on torch only here (backend {backend})")
+    return {"max_length": spec.max_seq_length} if spec.max_seq_length else {}
+
+
+class CrossEncoderReranker(RerankProvider):
+    """`CrossEncoder.predict` over (query, document) pairs, `batch_size` at a time."""
+
+    def __init__(self, spec: CrossEncoderSpec) -> None:
+        self.spec = spec
+        self._model: Any = None
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:
+            from sentence_transformers import CrossEncoder
+
+            path = self.spec.local_path()
+            source = str(path) if path is not None else str(self.spec.sentence_transformers)
+            self._model = CrossEncoder(source, device=pick_device(self.spec.device), **load_arguments(self.spec))
+        return self._model
+
+    def load(self) -> None:
+        self.model  # noqa: B018 - loaded before the clock starts: a load is not a reranking
+
+    def score(self, query: str, documents: list[str]) -> list[float]:
+        pairs = [(self.spec.query_prefix + query, self.spec.document_prefix + d) for d in documents]
+        scores = self.model.predict(pairs, batch_size=self.spec.batch_size, show_progress_bar=False)
+        return [float(s) for s in scores]
+
+    def device(self) -> Device:
+        if self._model is None:  # not loaded (every pair cached): no torch for a name
+            return Device(self.spec.expected_device(), local=True)
+        device = str(self._model.device)
+        if device.startswith("cuda"):
+            return Device(devices.cuda_name(device), local=True, cuda=device)
+        return Device(devices.describe(device), local=True)
+
+    def model_size(self) -> tuple[float | None, int | None]:
+        path = self.spec.local_path()
+        size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20 if path is not None else None
+        parameters = sum(p.numel() for p in self._model.model.parameters()) if self._model is not None else None
+        return size, parameters
