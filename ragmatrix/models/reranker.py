@@ -212,8 +212,8 @@ class RerankModel:
         """The documents scored in this process (or by the model a delegating provider asks),
         timed as the model's own work unless another model's cache answered."""
         self._loaded()
-        began = time.perf_counter()
-        with cost.encoding(self, len(documents)):
+        with cost.encoding(self, len(documents)):  # loads and warms up first, outside its clock
+            began = time.perf_counter()
             try:
                 answer = self.provider.score(query, documents)
             except ModelError:
@@ -221,9 +221,10 @@ class RerankModel:
             except Exception as error:  # a local model fails for good: no retry
                 message = f"reranking failed: {type(error).__name__}: {error}".splitlines()[0]
                 raise ModelError(redact(message)) from error
+            ms = (time.perf_counter() - began) * 1000.0
         relevances = as_relevances(answer, len(documents))
         if not relevances.replayed:
-            cost.query_latency(self, (time.perf_counter() - began) * 1000.0)
+            cost.query_latency(self, ms)
         return self._keep(query, documents, relevances)
 
     async def _score_remote(self, query: str, documents: list[str]) -> dict[str, float | None]:
@@ -245,11 +246,12 @@ class RerankModel:
             self._bill(relevances)
             return relevances
 
-        began = time.perf_counter()
         with cost.encoding(self, len(documents)):
+            began = time.perf_counter()
             answers = list(await asyncio.gather(*(one(batch) for batch in batches)))
+            ms = (time.perf_counter() - began) * 1000.0
         if self._requests_answered > len(batches):  # not the first, cold query
-            cost.query_latency(self, (time.perf_counter() - began) * 1000.0)
+            cost.query_latency(self, ms)
         scores: list[float | None] = [s for answer in answers for s in answer.scores]
         return self._keep(query, documents, Relevances(scores))
 
@@ -296,10 +298,11 @@ class RerankModel:
     # -- what the cost meter reads (`ragmatrix.cost.meter.Measured`) ---------------------------
 
     def prepare_to_measure(self) -> None:
-        """Load and warm up the model, so that its first timed call is not its load."""
+        """Load and warm up the model (a delegating provider: the model it asks), so that its
+        first timed call is not its load."""
+        self._loaded()
         if self.provider.delegates or not self.cost_device().local:
             return
-        self._loaded()
         if not self._warmed_up:  # the first call pays for lazy set-up
             self._warmed_up = True
             self.provider.score("warm-up", ["warm-up"])

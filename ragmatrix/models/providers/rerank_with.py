@@ -109,6 +109,9 @@ class CosineReranker(RerankProvider):
     def __init__(self, embedder: EmbeddingModel) -> None:
         self.embedder = embedder
 
+    def load(self) -> None:
+        self.embedder.prepare_to_measure()  # loaded and warmed up: neither is a reranking
+
     def score(self, query: str, documents: list[str]) -> list[float]:
         spec = self.embedder.spec
         rows = self.embedder.encode_fresh([spec.query_prefix + query] + [spec.document_prefix + d for d in documents])
