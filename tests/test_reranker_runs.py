@@ -140,6 +140,26 @@ def test_a_two_stage_system_reranks_its_first_stages_best_on_text_retrieval(pyte
     assert order == best_two + bm25_order[2:]
     assert [d.get("first_stage_rank") for d in both["top_documents"][:2]] == [bm25_order.index(d) + 1 for d in best_two]
     assert_outcomes(project.runpytest("benchmark", "-p", "no:cacheprovider"), cached=6)
+    # its cost: each stage's figures under its own id, and a query's latency through both
+    report = project.path / "report"
+    assert main(["report", "--results-dir", str(project.path / "benchmark/results"), "--out", str(report)]) == 0
+    board = json.loads((report / "leaderboard.json").read_text())
+    entry = next(m for m in board["families"]["text_retrieval"]["models"] if m["model"] == "bm25-bow")
+    first, second = entry["stages"]
+    assert (first["role"], first["model"], second["role"], second["model"]) == (
+        "first stage",
+        "bm25",
+        "reranker",
+        "bm25-bow",
+    )
+    assert second["top_n"] == 2 and second["cost"]["latency_of"] == "query"
+    latency = entry["cost"]["latency_ms"]
+    assert entry["cost"]["latency_of"] == "query, both stages"
+    for quantile in ("p50", "p95"):
+        expected = first["cost"]["latency_ms"][quantile] + second["cost"]["latency_ms"][quantile]
+        assert latency[quantile] == pytest.approx(expected, abs=0.011)
+    assert all(m["stages"] is None for m in board["families"]["text_retrieval"]["models"] if m["model"] != "bm25-bow")
+    assert (report / "tradeoff_text_retrieval.png").is_file()
 
 
 def _corpus(project: pytest.Pytester) -> list[dict]:

@@ -43,10 +43,21 @@ class DeviceFigures:
         return self.texts + self.requests
 
 
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a two-stage system, with its own figures (see `ragmatrix.report.stages`)."""
+
+    role: str  # "first stage" or "reranker"
+    model: str  # the model id its figures are kept under
+    top_n: int | None  # the reranker's depth
+    figures: DeviceFigures | None
+
+
 @dataclass
 class ModelCost:
     model: str
     devices: list[DeviceFigures] = field(default_factory=list)  # the most measured work first
+    stages: list[Stage] = field(default_factory=list)  # a two-stage system's: its first stage, its reranking
     tokens: tuple[int, int] | None = None  # input, output; None for a model that reads no tokens
     tokens_counted: int = 0  # calls whose tokens were counted here, the server having reported none
     usd: float | None = None

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from ragmatrix.cost.figures import NOT_MEASURED, DeviceFigures, FamilyCosts, ModelCost, device_figures
 from ragmatrix.cost.price import AnyPrice, Price, SearchPrice, price_of
 from ragmatrix.cost.record import CostRecord
+from ragmatrix.report.stages import compose
 from ragmatrix.seam.blocks import Block, Heading, Image, Paragraph, Table
 from ragmatrix.seam.tables import FamilyTable, Tables
 
@@ -101,6 +102,7 @@ def family_costs(
                     for variant, work in record.variants.items():
                         if work.texts and work.encode_s > 0:
                             costs.by_variant[(line.model, variant)] = round(work.texts / work.encode_s, 2)
+    compose(costs, mine, specs)  # a two-stage system: both stages
     return costs
 
 
@@ -232,8 +234,9 @@ REPORT_COLUMNS: tuple[tuple[str, Callable[[ModelCost, DeviceFigures | None], str
 
 READING = (
     "Measured when the work was done, never from a cache read, and kept per device: **texts/s** is "
-    "texts per second of the model's own encode calls (index builds, queries), **latency** one query "
-    "embedded alone after warm-up (query) or one request from send to the full answer (request), "
+    "texts per second of the model's own encode calls (index builds, queries; a reranker's documents "
+    "scored), **latency** one query embedded alone after warm-up or reranked (query), through both "
+    "stages of a two-stage system (query, both stages), or one request from send to the full answer (request), "
     "**peak memory** the process's resident peak while the model worked. Tokens and dollars are those "
     "of the rows in the table above (an evaluator's share left out), priced by models.yaml or "
     "litellm's cost map; `-` is a figure that does not apply or was never measured, never a zero."

@@ -17,7 +17,7 @@ from ragmatrix.cost.price import SearchPrice
 from ragmatrix.seam.tables import Tables
 
 FILE_NAME = "leaderboard.json"
-VERSION = 1
+VERSION = 2  # 2: a two-stage system's stages; a price per thousand searches
 
 
 class _Strict(BaseModel):
@@ -65,6 +65,15 @@ class Cost(_Strict):
     note: str | None
 
 
+class StageEntry(_Strict):
+    """One stage of a two-stage system, with the figures measured under its own id."""
+
+    role: str  # "first stage" or "reranker"
+    model: str
+    top_n: int | None  # the reranker's depth
+    cost: Cost
+
+
 class ModelEntry(_Strict):
     model: str
     rank: int | None  # None: the family is not ranked (see `unranked`), or the model has no score
@@ -76,8 +85,9 @@ class ModelEntry(_Strict):
     items: int
     errors: int
     invalid: int
-    cost: Cost  # on the device with the most measured work
+    cost: Cost  # on the device with the most measured work (a two-stage system: both stages)
     devices: list[Cost] | None  # every device, when the model was measured on several
+    stages: list[StageEntry] | None  # a two-stage system: its first stage and its reranking
 
 
 class FamilyEntry(_Strict):
@@ -154,6 +164,11 @@ def build(tables: Tables, costs: Mapping[str, FamilyCosts], results: str) -> Lea
                     invalid=line.invalid,
                     cost=_cost(cost, cost.main),
                     devices=[_cost(cost, figures) for figures in cost.devices] if len(cost.devices) > 1 else None,
+                    stages=[
+                        StageEntry(role=s.role, model=s.model, top_n=s.top_n, cost=_cost(ModelCost(s.model), s.figures))
+                        for s in cost.stages
+                    ]
+                    or None,
                 )
             )
         families[table.family] = FamilyEntry(
