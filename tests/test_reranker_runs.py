@@ -125,7 +125,9 @@ def test_a_two_stage_system_reranks_its_first_stages_best_on_text_retrieval(pyte
     project = text_project(pytester, TWO_STAGE)
     result = project.runpytest("benchmark", "-p", "no:cacheprovider")
     assert_outcomes(result, passed=6)
-    result.stdout.fnmatch_lines(["*text_retrieval: nDCG@10*", "*bm25-bow*"])
+    result.stdout.fnmatch_lines(
+        ["*text_retrieval: nDCG@10*", "*bm25-bow*", "this run:*; 4 documents reranked, 0 from the rerank cache"]
+    )
     stored = {(r["model"], r["case"]): r for r in rows(project.path, "text_retrieval")}
     first = stored[("bm25", "tiny.q1")]["iterations"][0]
     both = stored[("bm25-bow", "tiny.q1")]["iterations"][0]

@@ -463,3 +463,27 @@ def test_a_document_without_a_valid_relevance_makes_the_zelo_outcome_invalid(tmp
     assert not outcome.valid and outcome.score == 0.0
     assert outcome.details["invalid_reason"] == "1 of 4 documents got no valid relevance from the model"
     assert outcome.details["invalid_relevances"] == ["d2"]
+
+
+def test_the_guides_reranker_runs_as_written(tmp_path, monkeypatch, fresh_run):
+    import importlib
+    import re
+
+    from project import REPO
+
+    from ragmatrix.models import providers
+
+    guide = (REPO / "docs" / "extending-providers.md").read_text()
+    blocks = {b.splitlines()[0]: b for b in re.findall(r"```(?:python|yaml)\n(.*?)```", guide, flags=re.DOTALL)}
+    providers.providers()  # the built-in ones registered; the guide's is forgotten after the test
+    monkeypatch.setattr(providers, "_providers", dict(providers._providers))
+    write(tmp_path / "word_count_reranker.py", blocks["# word_count_reranker.py"])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("word_count_reranker")
+    specs = models(tmp_path, blocks["# models.yaml, for word_count_reranker.py"])
+    registry = Registry(use_cache=False)
+    words = registry.build(specs["words"])
+    assert words.rerank(QUERY, DOCUMENTS) == [1.0, 0.0, 2.0, 0.0, 1.0]  # type: ignore[attr-defined]
+    first, reranker = stages(registry.build(specs["bm25-words"]))  # type: ignore[arg-type]
+    assert first.id == "bm25" and reranker is not None and reranker.top_n == 20
+    assert specs["bm25-words"].output_fingerprint()["first_stage"]["model"] == "bm25@1"
