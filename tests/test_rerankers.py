@@ -487,3 +487,26 @@ def test_the_guides_reranker_runs_as_written(tmp_path, monkeypatch, fresh_run):
     first, reranker = stages(registry.build(specs["bm25-words"]))  # type: ignore[arg-type]
     assert first.id == "bm25" and reranker is not None and reranker.top_n == 20
     assert specs["bm25-words"].output_fingerprint()["first_stage"]["model"] == "bm25@1"
+
+
+def test_an_xinference_rerank_model_is_keyed_by_what_is_launched_and_asked_at_its_own_rerank_route(server):
+    endpoint = server.base_url.removesuffix("/v1")
+    fields = {"id": "xi", "kind": "reranker", "xinference": "bge-reranker-v2-m3", "endpoint": endpoint}
+    spec = ModelSpec(**fields, batch_size=2)
+    elsewhere = ModelSpec(**{**fields, "endpoint": "http://10.0.0.7:9997/v1"}, timeout=5)
+    assert spec.provider == "xinference_reranker"
+    assert spec.output_fingerprint() == elsewhere.output_fingerprint()
+    assert spec.output_fingerprint()["model"] == "bge-reranker-v2-m3"
+    assert ModelSpec(**fields, quantization="4-bit").output_fingerprint() != spec.output_fingerprint()
+    route = spec.route("bge-1")  # type: ignore[attr-defined]
+    assert (route.provider, route.litellm, route.api_base, route.batch_size) == (  # type: ignore[attr-defined]
+        "litellm_reranker",
+        "cohere/bge-1",
+        endpoint,
+        2,
+    )
+    model = Registry(use_cache=False).build(spec)
+    model.provider.server.uid = "bge-1"  # type: ignore[attr-defined]  # found running: nothing launched
+    assert model.rerank(QUERY, DOCUMENTS[:3]) == pytest.approx(rerank_text(QUERY, DOCUMENTS[:3]), abs=1e-6)  # type: ignore[attr-defined]
+    assert [r["body"]["model"] for r in server.requests if r["path"] == "/v1/rerank"] == ["bge-1", "bge-1"]
+    assert model.cost_device().name == "remote: 127.0.0.1"  # type: ignore[attr-defined]
