@@ -510,3 +510,13 @@ def test_an_xinference_rerank_model_is_keyed_by_what_is_launched_and_asked_at_it
     assert model.rerank(QUERY, DOCUMENTS[:3]) == pytest.approx(rerank_text(QUERY, DOCUMENTS[:3]), abs=1e-6)  # type: ignore[attr-defined]
     assert [r["body"]["model"] for r in server.requests if r["path"] == "/v1/rerank"] == ["bge-1", "bge-1"]
     assert model.cost_device().name == "remote: 127.0.0.1"  # type: ignore[attr-defined]
+
+
+def test_a_key_a_rerank_server_echoes_never_reaches_the_error(server, monkeypatch):
+    monkeypatch.setenv("RERANK_TEST_KEY", "sk-rerank-secret-123456")
+    server.inject(Reply.echo_key(401))
+    with pytest.raises(ModelError) as failed:
+        api_reranker(server, api_key_env="RERANK_TEST_KEY").rerank(QUERY, DOCUMENTS)
+    assert "HTTP 401" in str(failed.value) and "sk-rerank-secret-123456" not in str(failed.value)
+    sent = next(r for r in server.requests if r["path"] == "/v1/rerank")
+    assert sent["headers"]["authorization"].endswith("sk-rerank-secret-123456")  # the key was sent
