@@ -3,11 +3,14 @@ progress bar, a killed build resumed, and the session line's three counts."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import sqlite3
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -71,7 +74,7 @@ def test_an_interrupted_build_keeps_its_finished_blocks_and_the_rerun_embeds_onl
 
 KILLED_BUILD = """
 import sys, time
-from ragmatrix.models.embedder import EmbeddingModel
+from ragmatrix.models.embedder import BLOCK, EmbeddingModel
 from ragmatrix.models.embedding_cache import EmbeddingCache
 from ragmatrix.models.lexical import HashingBagOfWords
 from ragmatrix.models.spec import ModelSpec
@@ -84,7 +87,7 @@ class Slow(HashingBagOfWords):
         Slow.encoded += len(batch)
         return super().embed(batch)
 
-texts = [f"chunk {i} " + "word " * (i % 7) for i in range(4 * 256)]
+texts = [f"chunk {i} " + "word " * (i % 7) for i in range(4 * BLOCK)]
 spec = ModelSpec(id="bow", kind="embedder", builtin="bow")
 EmbeddingModel(spec, Slow(), EmbeddingCache(sys.argv[1])).embed_documents(texts)
 print("ENCODED", Slow.encoded)
@@ -121,13 +124,19 @@ def test_a_build_killed_with_sigkill_embeds_only_the_rest_when_run_again(tmp_pat
     assert f"ENCODED {4 * BLOCK - kept}" in done.stdout
 
 
-def test_a_long_build_shows_a_progress_bar_with_its_rate_and_a_short_one_none(fresh_run, capsys):
+def test_index_builds_and_windows_of_any_size_show_a_progress_bar_other_work_from_progress_from(fresh_run, capsys):
     assert fresh_run.suspend_capture is None  # on stderr as it is, where capsys reads it
     Recording(None).embed_documents(texts(PROGRESS_FROM - 1))
     assert capsys.readouterr().err == ""
-    Recording(None).index_documents(texts(PROGRESS_FROM))
+    Recording(None).embed_documents(texts(PROGRESS_FROM))
     shown = capsys.readouterr().err
-    assert "bow: embedding: 100%" in shown and f"{PROGRESS_FROM}/{PROGRESS_FROM}" in shown and "chunk/s" in shown
+    assert "bow: embedding: 100%" in shown and f"{PROGRESS_FROM}/{PROGRESS_FROM}" in shown and "text/s" in shown
+    Recording(None).index_documents(texts(3))  # a cold run must never sit silent through an index build
+    shown = capsys.readouterr().err
+    assert "bow: embedding: 100%" in shown and "3/3" in shown and "chunk/s" in shown
+    Recording(None).prefetch(texts(2), [])  # nor through a window of texts embedded ahead
+    shown = capsys.readouterr().err
+    assert "bow: embedding: 100%" in shown and "2/2" in shown
 
 
 def test_the_progress_bar_reaches_the_terminal_through_the_suspended_capture(fresh_run):
@@ -181,3 +190,27 @@ def test_a_benchmark_run_draws_the_bar_on_the_terminal_past_the_capture(pytester
     shown = result.stdout.str() + result.stderr.str()
     assert "bow: embedding: 100%" in shown and f"{PROGRESS_FROM + 10}/{PROGRESS_FROM + 10}" in shown
     assert "chunk/s" in shown
+
+
+def test_an_index_build_says_on_a_terminal_which_corpus_it_indexes_and_nothing_off_one(fresh_run, tmp_path, capsys):
+    from ragmatrix.families.code_retrieval.chunking import Chunking
+    from ragmatrix.families.code_retrieval.corpus import CorpusSpec, load_corpus
+    from ragmatrix.families.code_retrieval.retrieval import index_of
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("".join(f"def a{i}():\n    return {i}\n" for i in range(30)))
+    corpus = load_corpus(CorpusSpec(path="src"), tmp_path)
+    index_of(Recording(None), corpus, Chunking(strategy="line"))
+    assert "indexing" not in capsys.readouterr().err  # stderr is no terminal here: no line
+    leader, follower = os.openpty()  # a real terminal, as a user's would be, 120 columns wide
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    with os.fdopen(follower, "w") as terminal:
+        original, sys.stderr = sys.stderr, terminal
+        try:
+            index_of(Recording(None), corpus, Chunking(strategy="line", lines=20, overlap=5))
+        finally:
+            sys.stderr = original
+    shown = os.read(leader, 65536).decode()
+    os.close(leader)
+    assert "ragmatrix: bow: indexing 4 chunks of path src (line)" in shown
+    assert "bow: embedding: 100%" in shown and "4/4" in shown

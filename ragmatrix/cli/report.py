@@ -107,7 +107,7 @@ def _report(args: argparse.Namespace, results: Path) -> int:
     from ragmatrix.families import all_families
     from ragmatrix.report import load, write_report
 
-    _refer_to_models_file(results)
+    refer_to_models_file(results)
     rows, _ = load(results)
     if not rows:
         raise CommandError(f"{results}: no result rows (run `pytest benchmark` first)")
@@ -146,7 +146,7 @@ def _report(args: argparse.Namespace, results: Path) -> int:
     return 0
 
 
-def _refer_to_models_file(results: Path) -> None:
+def refer_to_models_file(results: Path) -> None:
     """The report redacts the values of the variables models.yaml names: read which they are
     from the models.yaml beside the results folder, or the benchmark's (a broken file names
     none; the report is still written)."""

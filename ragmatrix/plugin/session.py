@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from ragmatrix.families import Family
+from ragmatrix.foundations.cache import cache_dir
 from ragmatrix.foundations.context import current
 from ragmatrix.foundations.keys import result_key
 from ragmatrix.foundations.storage import StorageError
@@ -24,7 +25,8 @@ from ragmatrix.models.models_file import ModelSet, load_models, select_models
 from ragmatrix.models.registry import Registry, run_registry
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.plugin.sharding import Shard
-from ragmatrix.results.rows import Row
+from ragmatrix.results.provenance import provenance
+from ragmatrix.results.rows import Provenance, Row
 from ragmatrix.results.store import ResultStore
 from ragmatrix.seam.case import Case, CaseInputError
 from ragmatrix.suite.evaluator import EvaluatorChoice, choose_evaluator
@@ -73,6 +75,7 @@ class BenchmarkState:
     _evaluator: EvaluatorChoice | None = None
     _corpora: dict[tuple[str, str], str | None] = field(default_factory=dict)
     _reads_prompts: dict[str, bool] | None = None
+    _provenance: Provenance | None = None
     # Each item's plan, made once at collection: (module, test, model id, case id) -> plan.
     plans: dict[tuple[str, str, str, str], ItemPlan] = field(default_factory=dict)
 
@@ -82,6 +85,13 @@ class BenchmarkState:
         if self._store is None:
             self._store = ResultStore(self.results_dir)
         return self._store
+
+    @property
+    def provenance(self) -> Provenance:
+        """What every row this session writes records of where it comes from, found once."""
+        if self._provenance is None:
+            self._provenance = provenance(self.benchmark_dir, [self.results_dir, cache_dir()])
+        return self._provenance
 
     @property
     def data_dir(self) -> Path:

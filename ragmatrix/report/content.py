@@ -4,6 +4,7 @@ metrics, plots and the family's own sections."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -56,6 +57,7 @@ def build(tables: Tables, plots: Plots, context: Context) -> list[Block]:
         blocks.append(Paragraph(context.checksum))
     blocks += _reading_guide()
     blocks += _overview(tables)
+    blocks += _provenance(tables)
     blocks += _left_out(tables)
     if context.compared_with is not None:
         blocks.append(Heading(2, f"Changes since `{context.compared_with}`"))
@@ -138,6 +140,28 @@ def _overview(tables: Tables) -> list[Block]:
     ]
 
 
+def _provenance(tables: Tables) -> list[Block]:
+    """Which versions wrote the rows: row format, ragmatrix version and commit, with counts."""
+    counts: Counter[tuple[int, str, str]] = Counter()
+    for table in tables.families:
+        for row in table.rows:
+            found = row.provenance
+            commit = "-" if not found.commit else f"`{found.commit[:12]}`" + (" (dirty)" if found.dirty else "")
+            counts[(found.format, found.ragmatrix or "-", commit)] += 1
+    if not counts:
+        return []
+    rows = [[str(n), str(fmt), version, commit] for (fmt, version, commit), n in sorted(counts.items())]
+    return [
+        Heading(2, "Provenance"),
+        Paragraph(
+            "What wrote the rows that count: the row format, the ragmatrix version and the benchmark "
+            "repository's commit (dirty: its files differed from that commit). Rows of format 1 were "
+            "written before rows recorded their provenance."
+        ),
+        Table(["rows", "format", "ragmatrix", "commit"], rows, numeric={0, 1}),
+    ]
+
+
 def _left_out(tables: Tables) -> list[Block]:
     items = [left.note() for left in tables.left_out]
     items += [f"unreadable: {problem}" for problem in tables.problems]
@@ -165,6 +189,9 @@ def _family(table: FamilyTable, plots: Plots, descriptor: Family | None) -> list
             f"{len(table.rows)} items."
         ),
     ]
+    if descriptor is not None and descriptor.source is not None:
+        follows = descriptor.source.line()
+        blocks.append(Paragraph(f"{follows[0].upper()}{follows[1:]}."))
     if table.unranked:
         blocks.append(Paragraph(table.unranked[0].upper() + table.unranked[1:] + "."))
     header = ["rank", "model", "mean", "95% CI", "n", "items", "cases", "errors", "invalid", "vs next"]
