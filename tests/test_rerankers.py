@@ -520,3 +520,29 @@ def test_a_key_a_rerank_server_echoes_never_reaches_the_error(server, monkeypatc
     assert "HTTP 401" in str(failed.value) and "sk-rerank-secret-123456" not in str(failed.value)
     sent = next(r for r in server.requests if r["path"] == "/v1/rerank")
     assert sent["headers"]["authorization"].endswith("sk-rerank-secret-123456")  # the key was sent
+
+
+def test_a_two_stage_systems_latency_adds_its_first_stages_on_the_same_device():
+    from ragmatrix.cost.figures import FamilyCosts, ModelCost, device_figures
+    from ragmatrix.cost.histogram import LatencyHistogram
+    from ragmatrix.cost.record import CostRecord
+    from ragmatrix.report.stages import compose
+
+    def record(model: str, device: str, ms: float, texts: int) -> CostRecord:
+        queries = LatencyHistogram()
+        for _ in range(10):
+            queries.add(ms)
+        return CostRecord(family="f", model=model, device=device, texts=texts, encode_s=1.0, query_ms=queries.to_json())
+
+    here, there = "cpu: here", "cpu: there"
+    records = [record("bm25", there, 1.0, 1000), record("bm25", here, 10.0, 10), record("two", here, 100.0, 50)]
+    specs = {"two": ModelSpec(id="two", kind="reranker", rerank_with="x", first_stage="bm25", top_n=5)}
+    costs = FamilyCosts("f", {"two": ModelCost("two", [device_figures(records[2])])})
+    compose(costs, records, specs)
+    two = costs.models["two"]
+    assert [(s.role, s.model, s.top_n) for s in two.stages] == [("first stage", "bm25", None), ("reranker", "two", 5)]
+    assert two.stages[0].figures is not None and two.stages[0].figures.device == here  # not the busier device
+    assert two.main is not None and two.main.latency_of == "query, both stages"
+    p50 = two.main.latency_ms[0] if two.main.latency_ms else None
+    assert p50 == pytest.approx(two.stages[0].figures.latency_ms[0] + two.stages[1].figures.latency_ms[0])  # type: ignore[union-attr]
+    assert p50 == pytest.approx(110.0, rel=0.03)

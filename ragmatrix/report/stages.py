@@ -4,7 +4,8 @@ A reranker entry with a `first_stage` is ranked as one system, so its cost is bo
 stage's figures are measured where its work is done, under its own id: the first stage's index
 builds and queries under the first stage's (the same work it does alone), the reranking under
 the system's. The system's line then shows the figures of its reranking with the latency of one
-query through both stages (the two stages' query latencies added, p50 to p50 and p95 to p95: a
+query through both stages (the first stage's figures taken on the reranking's device where it
+has some) (the two stages' query latencies added, p50 to p50 and p95 to p95: a
 sum of quantiles, which bounds the p95 of the sum from above) and the larger peak memory; each
 stage's own figures stay beside them (`ModelCost.stages`, leaderboard.json's `stages`). Texts
 per second of such a line are the documents its reranker scores per second.
@@ -38,12 +39,15 @@ def compose(costs: FamilyCosts, records: Sequence[CostRecord], specs: Mapping[st
         if found is None:
             continue
         first, top_n = found
+        reranking = cost.main
+        # The first stage's figures on the reranking's device where it has some: a latency added
+        # across two machines would describe neither.
+        here = reranking.device if reranking is not None else None
         measured = sorted(
             (device_figures(r) for r in records if r.family == costs.family and r.model == first),
-            key=lambda figures: (-figures.work, figures.device),
+            key=lambda figures: (figures.device != here, -figures.work, figures.device),
         )
         first_figures = measured[0] if measured else None
-        reranking = cost.main
         cost.stages = [Stage("first stage", first, None, first_figures), Stage("reranker", model, top_n, reranking)]
         if reranking is not None:
             cost.devices = [both(first_figures, reranking), *cost.devices[1:]]
