@@ -162,6 +162,7 @@ def test_every_shipped_entry_is_its_providers_spec_and_keeps_its_fingerprint(mon
         "minilm": "sentence_transformers",
         "bow": "bow",
         "bm25": "bm25",
+        "bm25-minilm": "rerank_with",
         "xinference-minilm": "xinference",
     }
     # Fingerprints key stored results: these are the ones of the committed results.
@@ -172,6 +173,13 @@ def test_every_shipped_entry_is_its_providers_spec_and_keeps_its_fingerprint(mon
         "provider": "litellm",
         "model": "openai/gpt-4o-mini",
         "params": {"temperature": 0, "max_tokens": 256},
+    }
+    two_stage = specs["bm25-minilm"].output_fingerprint()
+    assert two_stage == {
+        "provider": "rerank_with",
+        "model": specs["minilm"].output_fingerprint(),
+        "first_stage": specs["bm25"].output_fingerprint(),
+        "top_n": 50,
     }
     assert specs["xinference-minilm"].output_fingerprint() == {
         "provider": "xinference",

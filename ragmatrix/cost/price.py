@@ -16,9 +16,9 @@ import functools
 import json
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 COST_MAP = "model_prices_and_context_window_backup.json"
 PER_MILLION = 1_000_000
@@ -49,7 +49,18 @@ class SearchPrice(BaseModel):
         return searches * self.per_thousand_searches / 1000
 
 
-AnyPrice = Price | SearchPrice
+def _priced_by(value: Any) -> str:
+    """Which price an entry's `price:` is: per search where it names `per_thousand_searches`."""
+    searches = value.get("per_thousand_searches") is not None if isinstance(value, dict) else None
+    return "per search" if searches or isinstance(value, SearchPrice) else "per token"
+
+
+# The tags of the two prices: validation errors name the fields of the one the entry chose, and
+# the models file's error lines leave the tag out (`price.input_per_million: ...`).
+PRICE_TAGS = frozenset({"per search", "per token"})
+AnyPrice = Annotated[
+    Annotated[Price, Tag("per token")] | Annotated[SearchPrice, Tag("per search")], Discriminator(_priced_by)
+]
 
 
 @functools.cache
