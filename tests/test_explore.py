@@ -12,6 +12,7 @@ import csv
 import json
 import math
 import re
+import shutil
 import subprocess
 import sys
 from collections import defaultdict
@@ -179,12 +180,33 @@ def test_show_prints_an_llm_items_messages_answer_and_why_it_was_invalid_without
     assert "answer  no" in asked  # expected
     came_back = out.split("--- what came back")[1]
     assert "why invalid  answer is not one of no or yes" in came_back
-    assert "answer:\n    [31mMAYBE[0m honestly on" in came_back
+    # stored with its control characters escaped (ragmatrix.foundations.untrusted), shown as stored
+    assert "answer:\n    \\x1b[31mMAYBE\\x1b[0m\\r\\x07 honestly \\u202eon" in came_back
     assert "\x1b" not in out and "\r" not in out and "\x07" not in out and "\u202e" not in out
     assert main(["show", "-k", "scripted and pathway_yes", "--results-dir", str(llm_results)]) == 0
     out = capsys.readouterr().out
     assert "answer:\n    yes\nhow it scored:\n  parsed  yes" in out and "  score     1\n  valid     yes" in out
     assert "  provenance         format 2, ragmatrix " in out
+
+
+def test_show_of_results_kept_elsewhere_redacts_the_secrets_the_projects_models_file_names(
+    llm_results, capsys, monkeypatch
+):
+    """A results folder outside benchmark/ is redacted with the variables of the project's
+    benchmark/models.yaml, found from the working directory upward as every command finds it,
+    not with a models.yaml beside the folder, where there is none."""
+    project = llm_results.parent.parent
+    models = project / "benchmark" / "models.yaml"
+    with_key = models.read_text().replace("    timeout: 10\n", "    timeout: 10\n    api_key_env: SCRIPTED_AUTH\n")
+    models.write_text(with_key)
+    monkeypatch.setenv("SCRIPTED_AUTH", "canary31337zebra")  # a key by the field that names it
+    shutil.copytree(llm_results, project / "r")
+    stored = project / "r" / "rag_interpretation.jsonl"
+    stored.write_text(stored.read_text().replace("honestly", "canary31337zebra"))  # as an older run kept it
+    monkeypatch.chdir(project / "benchmark" / "data")  # a command run from inside the project
+    assert main(["show", "-k", "scripted and pathway_no", "--results-dir", str(project / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "canary31337zebra" not in out and "*** " in out
 
 
 def test_clean_removes_control_characters_and_keeps_line_breaks():

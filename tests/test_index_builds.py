@@ -83,7 +83,8 @@ class Slow(HashingBagOfWords):
     encoded = 0
 
     def embed(self, batch):
-        time.sleep(float(sys.argv[2]))  # a model's pace: long enough to be killed mid-build
+        if sys.argv[2] == "stall" and Slow.encoded >= 256:
+            time.sleep(3600)  # past the first block the model stalls, to be killed mid-build
         Slow.encoded += len(batch)
         return super().embed(batch)
 
@@ -110,7 +111,7 @@ def test_a_build_killed_with_sigkill_embeds_only_the_rest_when_run_again(tmp_pat
     script.write_text(KILLED_BUILD)
     cache = tmp_path / "cache"
     environment = {**os.environ, "PYTHONPATH": str(REPO)}
-    process = subprocess.Popen([sys.executable, str(script), str(cache), "0.5"], env=environment)
+    process = subprocess.Popen([sys.executable, str(script), str(cache), "stall"], env=environment)
     deadline = time.monotonic() + 60
     while stored_rows(cache) < BLOCK and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -119,7 +120,7 @@ def test_a_build_killed_with_sigkill_embeds_only_the_rest_when_run_again(tmp_pat
     kept = stored_rows(cache)
     assert BLOCK <= kept < 4 * BLOCK
     done = subprocess.run(
-        [sys.executable, str(script), str(cache), "0"], env=environment, capture_output=True, text=True, check=True
+        [sys.executable, str(script), str(cache), "go"], env=environment, capture_output=True, text=True, check=True
     )
     assert f"ENCODED {4 * BLOCK - kept}" in done.stdout
 
@@ -192,6 +193,22 @@ def test_a_benchmark_run_draws_the_bar_on_the_terminal_past_the_capture(pytester
     assert "chunk/s" in shown
 
 
+def read_all(leader: int) -> str:
+    """Everything written to a terminal whose other end is closed: a terminal hands it over in
+    pieces, and says EIO once it is all read."""
+    pieces = []
+    while True:
+        try:
+            piece = os.read(leader, 65536)
+        except OSError:
+            break
+        if not piece:
+            break
+        pieces.append(piece)
+    os.close(leader)
+    return b"".join(pieces).decode()
+
+
 def test_an_index_build_says_on_a_terminal_which_corpus_it_indexes_and_nothing_off_one(fresh_run, tmp_path, capsys):
     from ragmatrix.families.code_retrieval.chunking import Chunking
     from ragmatrix.families.code_retrieval.corpus import CorpusSpec, load_corpus
@@ -210,7 +227,6 @@ def test_an_index_build_says_on_a_terminal_which_corpus_it_indexes_and_nothing_o
             index_of(Recording(None), corpus, Chunking(strategy="line", lines=20, overlap=5))
         finally:
             sys.stderr = original
-    shown = os.read(leader, 65536).decode()
-    os.close(leader)
+    shown = read_all(leader)
     assert "ragmatrix: bow: indexing 4 chunks of path src (line)" in shown
     assert "bow: embedding: 100%" in shown and "4/4" in shown

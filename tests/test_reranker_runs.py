@@ -73,7 +73,9 @@ def test_a_rerank_api_runs_on_zelo_cases_with_its_latency_and_price(pytester, se
         for line in (project.path / "benchmark/results/costs/zelo_battles.jsonl").read_text().splitlines()
     ]
     assert costs[0]["model"] == "api" and costs[0]["device"] == "remote: 127.0.0.1"
-    assert costs[0]["requests"] == 1 and costs[0]["request_ms"]["counts"]  # the first, cold request left out
+    # both requests counted, the latency of the first, cold one left out
+    assert costs[0]["requests"] == 2 and sum(costs[0]["request_ms"]["counts"].values()) == 1
+    assert costs[0]["price"] == {"per_thousand_searches": 2.0} and costs[0]["price_source"] == "models.yaml"
     assert_outcomes(project.runpytest("benchmark", "-p", "no:cacheprovider"), cached=2, skipped=1)
     assert server.count("rerank") == 2
     report = project.path / "report"

@@ -292,7 +292,8 @@ def test_a_remote_rerankers_requests_are_timed_for_its_cost(server):
         current_meter.reset(token)
     (record,) = meter.totals.values()
     assert record.device.startswith("remote: 127.0.0.1") and record.model == "api"
-    assert record.requests == 2  # the first, cold request pays for the client's start: left out
+    # every request counted; the first, cold one pays for the client's start: its latency left out
+    assert record.requests == 3 and record.request_latencies.count == 2
     assert record.texts == 15 and record.queries.count == 2
 
 

@@ -66,11 +66,12 @@ def run_in_project(results: Path) -> Iterator[None]:
     """The project's run: its caches, and the values of the variables its models.yaml names
     redacted from everything shown."""
     from ragmatrix.cli.locate import project_root
-    from ragmatrix.cli.report import refer_to_models_file
+    from ragmatrix.cli.report import found_models_file, refer_to_models_file
     from ragmatrix.foundations.context import start_run
 
-    with start_run(project_root(results.parent / "models.yaml")):
-        refer_to_models_file(results)
+    models = found_models_file()  # as the report finds it: a results folder anywhere works
+    with start_run(project_root(models if models is not None else results.parent / "models.yaml")):
+        refer_to_models_file(results, models)
         yield
 
 

@@ -31,7 +31,7 @@ from ragmatrix.models import aio
 from ragmatrix.models.client import Client, Failure, ModelError
 from ragmatrix.models.progress import progress
 from ragmatrix.models.spec import EmbedderSpec
-from ragmatrix.models.usage import current_usage
+from ragmatrix.models.usage import Usage, current_usage
 
 # Texts per encode call and cache write: what a killed build can lose, and how often the bar moves
 # (about every 4 s for MiniLM on two CPU cores); the encode call's own overhead stays well under
@@ -247,22 +247,26 @@ class EmbeddingModel:
         usage = current_usage.get()
         if usage is not None:
             written_here = self.cache.written_here(self.fingerprint, from_cache) if self.cache is not None else 0
-            usage.texts_embedded += len(misses) + embedded
+            usage.texts_embedded += embedded  # the misses count as their blocks are encoded
             usage.embedding_shared += shared + written_here
             usage.embedding_cache_hits += len(from_cache) - written_here
         if misses:
-            vectors.update(self._encode_in_blocks(misses, unit, progress_from))
+            vectors.update(self._encode_in_blocks(misses, unit, progress_from, usage))
         return np.stack([vectors[t] for t in texts]).astype(np.float32, copy=False)
 
     def _encode_in_blocks(
-        self, texts: list[str], unit: str, progress_from: int = PROGRESS_FROM
+        self, texts: list[str], unit: str, progress_from: int = PROGRESS_FROM, usage: Usage | None = None
     ) -> dict[str, np.ndarray]:
+        """`texts` encoded block by block, each block stored in the cache and counted in `usage`
+        once it is encoded: a block that fails was not embedded."""
         ordered = sorted(texts, key=len, reverse=True)
         blocks = [ordered[i : i + BLOCK] for i in range(0, len(ordered), BLOCK)]
         done: dict[str, np.ndarray] = {}
         with progress(len(texts), f"{self.id}: embedding", unit) if len(texts) >= progress_from else _silent() as step:
             for block in blocks:
                 encoded = self._measured_encode(block)
+                if usage is not None:
+                    usage.texts_embedded += len(block)
                 if self.cache is not None:
                     self.cache.put_many(self.fingerprint, block, encoded)
                 done.update(zip(block, encoded, strict=True))

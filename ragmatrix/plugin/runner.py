@@ -16,6 +16,7 @@ import pytest
 from ragmatrix import cost
 from ragmatrix.foundations.secrets import redact
 from ragmatrix.foundations.storage import StorageError
+from ragmatrix.foundations.untrusted import safe_data, safe_text
 from ragmatrix.models.client import MODEL_DOWN, ModelError
 from ragmatrix.models.usage import Usage, current_sample, current_usage
 from ragmatrix.plugin.pytest_internals import fixture_names
@@ -86,6 +87,7 @@ def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> No
         finally:
             current_sample.reset(sample_token)
             current_usage.reset(usage_token)
+        entry = safe_data(entry)  # answers, case fields and error messages come from outside
         if usage.answers_cut > cut_before:  # the answer stored is not the whole answer
             entry["answers_cut"] = usage.answers_cut - cut_before
         entry["duration_s"] = round(time.perf_counter() - began, 4)
@@ -109,7 +111,7 @@ def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> No
 
 def record_setup_error(plan: ItemPlan, state: BenchmarkState, message: str) -> None:
     """A model that could not even be built: one error row, so the failure is on record."""
-    row = build_row(plan, [{"error": redact(message)}], Usage(), 0.0, state.provenance)
+    row = build_row(plan, [{"error": safe_text(redact(message))}], Usage(), 0.0, state.provenance)
     state.store.append(plan.family.name, row)
 
 
@@ -136,7 +138,7 @@ def build_row(
         iterations=iterations,
         n_iterations=len(iterations),
         errors=errors,
-        invalid=sum(1 for entry in scored if entry.valid is False),
+        invalid=sum(entry.invalid_answers for entry in scored),
         usage=usage.to_json(),
         duration_s=round(duration, 4),
         recorded_at=datetime.now(UTC).isoformat(timespec="seconds"),

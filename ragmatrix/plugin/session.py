@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from ragmatrix.cost.price import AnyPrice, spec_price
 from ragmatrix.families import Family
 from ragmatrix.foundations.cache import cache_dir
 from ragmatrix.foundations.context import current
@@ -139,6 +140,16 @@ class BenchmarkState:
             else:
                 self._evaluator = choose_evaluator(self.benchmark_dir / "models.yaml", self.evaluator_option)
         return self._evaluator
+
+    def price_of(self, model: str) -> tuple[AnyPrice | None, str]:
+        """The price this run's requests of `model` (a model of the matrix, the evaluator, or an
+        ensemble's member) are priced at, and where it comes from (`ragmatrix.cost.price`)."""
+        evaluator = [self.evaluator.spec] if self.evaluator.spec is not None else []
+        for spec in [*self.models.available, *evaluator]:
+            for candidate in (spec, *(spec.members or ())):
+                if candidate.id == model:
+                    return spec_price(candidate)
+        return None, "unknown"
 
     def reads_prompts(self) -> dict[str, bool]:
         """Whether each model of models.yaml, in the matrix or not, reads prompt wording."""

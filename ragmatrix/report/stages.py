@@ -6,7 +6,7 @@ builds and queries under the first stage's (the same work it does alone), the re
 the system's. The system's line then shows the figures of its reranking with the latency of one
 query through both stages (the first stage's figures taken on the reranking's device where it
 has some) (the two stages' query latencies added, p50 to p50 and p95 to p95: a
-sum of quantiles, which bounds the p95 of the sum from above) and the larger peak memory; each
+sum of quantiles, which bounds the p95 of the sum from above) and the memory both added; each
 stage's own figures stay beside them (`ModelCost.stages`, leaderboard.json's `stages`). Texts
 per second of such a line are the documents its reranker scores per second.
 """
@@ -55,17 +55,21 @@ def compose(costs: FamilyCosts, records: Sequence[CostRecord], specs: Mapping[st
 
 def both(first: DeviceFigures | None, reranking: DeviceFigures) -> DeviceFigures:
     """The reranking's figures with the latency of a query through both stages (None where
-    either stage's is unknown) and the larger of their peak memories."""
+    either stage's is unknown), the memory both stages' work added, and the higher load average
+    either was measured under."""
     latency = None
     if first is not None and first.latency_ms is not None and reranking.latency_ms is not None:
         latency = (
             round(first.latency_ms[0] + reranking.latency_ms[0], 2),
             round(first.latency_ms[1] + reranking.latency_ms[1], 2),
         )
-    peaks = [f.peak_memory_mb for f in (first, reranking) if f is not None and f.peak_memory_mb is not None]
+    stages = [f for f in (first, reranking) if f is not None]
+    added = [f.memory_added_mb for f in stages if f.memory_added_mb is not None]
+    loads = [f.load_average for f in stages if f.load_average is not None]
     return dataclasses.replace(
         reranking,
         latency_ms=latency,
         latency_of=BOTH_STAGES if latency is not None else None,
-        peak_memory_mb=max(peaks) if peaks else None,
+        memory_added_mb=round(sum(added), 1) if added else None,
+        load_average=max(loads) if loads else None,
     )

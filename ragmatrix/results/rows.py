@@ -43,6 +43,17 @@ class Iteration(BaseModel):
         """The family's own fields of this iteration."""
         return dict(self.model_extra or {})
 
+    @property
+    def invalid_answers(self) -> int:
+        """The answers of this iteration that could not be used: those its family counted
+        (`invalid_answers`, as a zELO judge's many judgements do), and at least one when the
+        iteration itself is invalid. An error is no answer: 0."""
+        if self.error is not None or self.score is None:
+            return 0
+        counted = (self.model_extra or {}).get("invalid_answers")
+        counted = counted if isinstance(counted, int) and not isinstance(counted, bool) and counted > 0 else 0
+        return max(counted, int(self.valid is False))
+
     def numeric_metrics(self) -> dict[str, float]:
         return {
             name: float(value)
