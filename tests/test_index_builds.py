@@ -83,7 +83,7 @@ class Slow(HashingBagOfWords):
     encoded = 0
 
     def embed(self, batch):
-        if sys.argv[2] == "stall" and Slow.encoded >= 256:
+        if sys.argv[2] == "stall" and Slow.encoded >= BLOCK:
             time.sleep(3600)  # past the first block the model stalls, to be killed mid-build
         Slow.encoded += len(batch)
         return super().embed(batch)
