@@ -213,6 +213,37 @@ def test_a_cross_encoder_orders_documents_as_its_own_predict_does(cross_encoder_
 
 
 @pytest.mark.slow
+def test_a_cross_encoder_on_onnx_runtime_ranks_as_on_torch(cross_encoder_folder, tmp_path, monkeypatch, fresh_run):
+    pytest.importorskip("optimum.onnxruntime")
+    monkeypatch.setenv("RAGMATRIX_CACHE_DIR", str(tmp_path / "cache"))  # the export goes there
+    write(
+        tmp_path / "models.yaml",
+        "models:\n"
+        f"  - {{id: ce, kind: reranker, sentence_transformers: '{cross_encoder_folder}', device: cpu}}\n"
+        f"  - {{id: ce-onnx, kind: reranker, sentence_transformers: '{cross_encoder_folder}', backend: onnx}}\n",
+    )
+    specs = {spec.id: spec for spec in load_models(tmp_path / "models.yaml")}
+    assert specs["ce-onnx"].output_fingerprint() == {**specs["ce"].output_fingerprint(), "backend": "onnx"}
+    query = "How do I read a file line by line in Python?"
+    documents = [
+        "Iterate over the file object: for line in open(path): ...",
+        "The capital of Australia is Canberra.",
+        "readlines() returns a list of every line of the file.",
+        "Plate tectonics explains the drift of continents.",
+    ]
+    registry = Registry(use_cache=False)
+    on_torch = registry.build(specs["ce"]).rerank(query, documents)  # type: ignore[attr-defined]
+    onnx = registry.build(specs["ce-onnx"])
+    on_onnx = onnx.rerank(query, documents)  # type: ignore[attr-defined]
+    assert on_onnx == pytest.approx(on_torch, abs=1e-4)
+    assert list(np.argsort(-np.asarray(on_onnx), kind="stable")) == list(
+        np.argsort(-np.asarray(on_torch), kind="stable")
+    )
+    assert onnx.cost_device().name.endswith("(onnx)")  # type: ignore[attr-defined]
+    assert not (cross_encoder_folder / "onnx").exists()  # exported from a copy, in the cache
+
+
+@pytest.mark.slow
 def test_a_cross_encoder_behind_bm25_runs_on_text_retrieval_and_zelo_cases(pytester, cross_encoder_folder):
     models = TWO_STAGE.replace(
         "  - {id: bm25-bow, kind: reranker, rerank_with: bow, first_stage: bm25, top_n: 2}\n",

@@ -2,10 +2,10 @@
 `CrossEncoder`, loaded offline from a folder or by name, that reads the query and each document
 together and gives one relevance per pair (`CrossEncoder.predict`, as it comes).
 
-It takes the fields of a `sentence_transformers` embedder (the model, `device`, `max_seq_length`
-as the pair's token limit, `batch_size`, prefixes put before the query and each document) and
-a reranker's (`first_stage`, `top_n`). Weights load on the first pair the rerank cache cannot
-serve, so a cached run never imports torch.
+It takes the fields of a `sentence_transformers` embedder (the model, `device`, `backend` and
+`quantization`, `max_seq_length` as the pair's token limit, `batch_size`, prefixes put before the
+query and each document) and a reranker's (`first_stage`, `top_n`). Weights load on the first
+pair the rerank cache cannot serve, so a cached run never imports torch.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ragmatrix.cost import device as devices
 from ragmatrix.cost.device import Device
+from ragmatrix.models import st_backends
 from ragmatrix.models.client import ModelError
+from ragmatrix.models.fingerprint import directory_fingerprint
 from ragmatrix.models.providers import provider
 from ragmatrix.models.providers.sentence_transformers import SentenceTransformersSpec, pick_device
 from ragmatrix.models.reranker import RerankProvider
@@ -45,32 +47,34 @@ class CrossEncoderSpec(RerankerSpec, SentenceTransformersSpec):
         return self.reranker(models, CrossEncoderReranker(self))
 
 
-def load_arguments(spec: CrossEncoderSpec) -> dict[str, Any]:
-    """What `CrossEncoder(...)` is given besides the model and the device. The hook for an
-    exported backend: an entry that asks for one (`backend: onnx | openvino`, `quantization`)
-    is refused here until the export module can make it, never run silently on torch."""
-    backend = getattr(spec, "backend", "torch")
-    quantization = getattr(spec, "quantization", None)
-    if backend not in (None, "torch") or quantization not in (None, "none"):
-        raise ModelError(f"reranker '{spec.id}': a CrossEncoder runs on torch only here (backend {backend})")
-    return {"max_length": spec.max_seq_length} if spec.max_seq_length else {}
-
-
 class CrossEncoderReranker(RerankProvider):
-    """`CrossEncoder.predict` over (query, document) pairs, `batch_size` at a time."""
+    """`CrossEncoder.predict` over (query, document) pairs, `batch_size` at a time. With
+    `backend: onnx | openvino` (and `quantization: int8` on onnx) the model folder is exported
+    once into the cache and loaded from there, as an embedder's is (`ragmatrix.models.st_backends`)."""
 
     def __init__(self, spec: CrossEncoderSpec) -> None:
         self.spec = spec
         self._model: Any = None
+        self._export: st_backends.Export | None = None
 
     @property
     def model(self) -> Any:
         if self._model is None:
             from sentence_transformers import CrossEncoder
 
+            limit = {"max_length": self.spec.max_seq_length} if self.spec.max_seq_length else {}
             path = self.spec.local_path()
-            source = str(path) if path is not None else str(self.spec.sentence_transformers)
-            self._model = CrossEncoder(source, device=pick_device(self.spec.device), **load_arguments(self.spec))
+            if self.spec.backend != "torch":
+                if path is None:
+                    raise ModelError(f"backend {self.spec.backend} exports a model folder, and {path} is not one")
+                backend, quantization = self.spec.backend, self.spec.quantization
+                self._export = st_backends.exported(
+                    CrossEncoder, path, directory_fingerprint(path), backend, quantization
+                )
+                self._model = st_backends.load(CrossEncoder, self._export, **limit)
+            else:
+                source = str(path) if path is not None else str(self.spec.sentence_transformers)
+                self._model = CrossEncoder(source, device=pick_device(self.spec.device), **limit)
         return self._model
 
     def load(self) -> None:
@@ -82,7 +86,7 @@ class CrossEncoderReranker(RerankProvider):
         return [float(s) for s in scores]
 
     def device(self) -> Device:
-        if self._model is None:  # not loaded (every pair cached): no torch for a name
+        if self._model is None or self.spec.backend != "torch":  # no torch for a name
             return Device(self.spec.expected_device(), local=True)
         device = str(self._model.device)
         if device.startswith("cuda"):
@@ -90,6 +94,8 @@ class CrossEncoderReranker(RerankProvider):
         return Device(devices.describe(device), local=True)
 
     def model_size(self) -> tuple[float | None, int | None]:
+        if self._export is not None:  # the exported weights: the runtime's model, not torch's
+            return round(self._export.size_mb, 1), None
         path = self.spec.local_path()
         size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20 if path is not None else None
         parameters = sum(p.numel() for p in self._model.model.parameters()) if self._model is not None else None
