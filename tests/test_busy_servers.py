@@ -74,9 +74,7 @@ def test_a_server_that_always_asks_for_an_hour_gives_error_rows_that_name_the_ca
 # --- pacing by rate ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("client", "retry_after"), [("direct", True), ("direct", False), ("litellm", False)], ids=str
-)
+@pytest.mark.parametrize(("client", "retry_after"), [("direct", True), ("direct", False), ("litellm", False)], ids=str)
 def test_a_server_that_accepts_3_requests_a_second_answers_34_of_34_at_concurrency_16(server, client, retry_after):
     server.rate_limit(3, retry_after=retry_after)
     model = llm(server, client, timeout=10, concurrency=16, retries=3)  # as every entry by default

@@ -17,6 +17,7 @@ from ragmatrix.models.protocols import ChatModel, JudgeEnsemble, Retriever
 from ragmatrix.models.providers import provider
 from ragmatrix.models.registry import Registry
 from ragmatrix.models.spec import ModelSpec
+from ragmatrix.models.st_backends import int8_config
 
 SHIPPED = Path(__file__).resolve().parents[1] / "benchmark" / "models.yaml"
 
@@ -161,8 +162,10 @@ def test_every_shipped_entry_is_its_providers_spec_and_keeps_its_fingerprint(mon
         "local-llm": "litellm",
         "smollm2-cpu": "litellm",
         "minilm": "sentence_transformers",
+        "minilm-int8": "sentence_transformers",
         "bow": "bow",
         "bm25": "bm25",
+        "bm25-minilm": "rerank_with",
         "xinference-minilm": "xinference",
     }
     # Fingerprints key stored results: these are the ones of the committed results.
@@ -173,6 +176,18 @@ def test_every_shipped_entry_is_its_providers_spec_and_keeps_its_fingerprint(mon
         "provider": "litellm",
         "model": "openai/gpt-4o-mini",
         "params": {"temperature": 0, "max_tokens": 256},
+    }
+    assert specs["minilm-int8"].output_fingerprint() == {
+        **specs["minilm"].output_fingerprint(),
+        "backend": "onnx",
+        "quantization": f"int8 ({int8_config()})",
+    }
+    two_stage = specs["bm25-minilm"].output_fingerprint()
+    assert two_stage == {
+        "provider": "rerank_with",
+        "model": specs["minilm"].output_fingerprint(),
+        "first_stage": specs["bm25"].output_fingerprint(),
+        "top_n": 50,
     }
     assert specs["xinference-minilm"].output_fingerprint() == {
         "provider": "xinference",
@@ -187,12 +202,16 @@ def test_every_shipped_entry_is_its_providers_spec_and_keeps_its_fingerprint(mon
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"kind": "embedder"}, "^give exactly one of litellm, sentence_transformers, builtin, xinference$"),
+        (
+            {"kind": "embedder"},
+            "^give exactly one of litellm, sentence_transformers, builtin, rerank_with, xinference$",
+        ),
         ({"kind": "embedder", "builtin": "tfidf"}, r"^unknown builtin 'tfidf' \(known: bm25, bow\)$"),
         ({"kind": "embedder", "provider": "nosuch"}, r"^unknown provider 'nosuch' \(known: .*bm25.*\)$"),
         ({"kind": "llm", "litellm": "openai/x", "batch_size": 8}, "^batch_size goes with .*a litellm embedder"),
         ({"kind": "embedder", "builtin": "bow", "params": {}}, "^params goes with a litellm model string or"),
         ({"kind": "ensemble", "ensemble": ["a", "b"], "device": "cpu"}, "it takes no device$"),
+        ({"kind": "llm", "litellm": "openai/x", "backend": "onnx"}, "^backend goes with a sentence_transformers"),
     ],
 )
 def test_an_entry_that_names_no_single_provider_or_carries_foreign_fields_is_one_line(fields, message):

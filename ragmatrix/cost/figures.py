@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ragmatrix.cost.device import is_local
-from ragmatrix.cost.price import Price
+from ragmatrix.cost.device import hardware, is_local
+from ragmatrix.cost.load import is_busy
+from ragmatrix.cost.price import AnyPrice
 from ragmatrix.cost.record import CostRecord
 
 ALL_FROM_CACHE = "every text came from the embedding cache: no speed was measured"
@@ -26,8 +27,8 @@ class DeviceFigures:
 
     device: str
     embeddings_per_s: float | None  # texts the model encoded per second of its own encode time
-    peak_memory_mb: float | None  # the process's peak resident memory while the model worked
-    gpu_memory_mb: float | None
+    memory_added_mb: float | None  # what the model's work added to the process's resident memory
+    gpu_peak_mb: float | None  # CUDA: the peak GPU memory torch's allocator held while it worked
     latency_ms: tuple[float, float] | None  # p50, p95
     latency_of: str | None  # "query": one query alone; "request": one request, send to answer
     model_size_mb: float | None
@@ -38,21 +39,46 @@ class DeviceFigures:
     last_measured: str | None
     note: str | None = None
     server: dict[str, str] = field(default_factory=dict)  # a model on a server: what it told of itself
+    process_peak_mb: float | None = None  # older records: the process's peak, not the model's own
+    load_average: float | None = None  # the highest 1-minute load average while measured
+    cpus: int | None = None
 
     @property
     def work(self) -> int:
         return self.texts + self.requests
+
+    @property
+    def busy(self) -> bool:
+        """Measured while the machine's load average exceeded its CPUs: speeds and latencies
+        read the contention as much as the model."""
+        return is_busy(self.load_average, self.cpus)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a two-stage system, with its own figures (see `ragmatrix.report.stages`)."""
+
+    role: str  # "first stage" or "reranker"
+    model: str  # the model id its figures are kept under
+    top_n: int | None  # the reranker's depth
+    figures: DeviceFigures | None
 
 
 @dataclass
 class ModelCost:
     model: str
     devices: list[DeviceFigures] = field(default_factory=list)  # the most measured work first
+    stages: list[Stage] = field(default_factory=list)  # a two-stage system's: its first stage, its reranking
     tokens: tuple[int, int] | None = None  # input, output; None for a model that reads no tokens
     tokens_counted: int = 0  # calls whose tokens were counted here, the server having reported none
     usd: float | None = None
-    price: Price | None = None
-    price_source: str = "unknown"
+    price: AnyPrice | None = None
+    price_source: str = "unknown"  # where the price came from: "models.yaml", "litellm cost map", ...
+    # How the tokens were priced: "as measured" (the price the cost records keep), "read now"
+    # (records that keep none: models.yaml as it is now), "re-priced" (a models file given to
+    # the report on purpose); None when nothing was priced.
+    pricing: str | None = None
+    prices_differ: bool = False  # the runs measured were priced differently: the latest price is used
     note: str | None = None
 
     @property
@@ -72,8 +98,11 @@ class FamilyCosts:
 
     @property
     def devices(self) -> list[str]:
-        """The main devices of the table's local models: speeds compare only within one."""
-        found = {cost.main.device for cost in self.models.values() if cost.main and is_local(cost.main.device)}
+        """The main devices of the table's local models: speeds compare only within one (a
+        backend's runtime on the same CPU compares: that is what it is for)."""
+        found = {
+            hardware(cost.main.device) for cost in self.models.values() if cost.main and is_local(cost.main.device)
+        }
         return sorted(found)
 
 
@@ -91,8 +120,8 @@ def device_figures(record: CostRecord) -> DeviceFigures:
     return DeviceFigures(
         device=record.device,
         embeddings_per_s=None if speed is None else round(speed, 2),
-        peak_memory_mb=record.peak_rss_mb,
-        gpu_memory_mb=record.peak_gpu_mb,
+        memory_added_mb=record.memory_added_mb,
+        gpu_peak_mb=record.peak_gpu_mb,
         latency_ms=latency,
         latency_of=latency_of,
         model_size_mb=record.model_mb,
@@ -103,4 +132,7 @@ def device_figures(record: CostRecord) -> DeviceFigures:
         last_measured=record.last_measured,
         note=note,
         server=dict(record.server),
+        process_peak_mb=record.peak_rss_mb if record.memory_added_mb is None else None,
+        load_average=record.load_average,
+        cpus=record.cpus,
     )

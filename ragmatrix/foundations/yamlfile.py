@@ -15,6 +15,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from ragmatrix.foundations.regular_file import read_regular
+
 # libyaml's parser when PyYAML was built with it: every run, cached ones included, parses
 # every data file, and the pure-Python parser is several times slower. Construction (where
 # keys are checked) is Python either way.
@@ -62,8 +64,9 @@ def _duplicate(key_node: yaml.Node, first: yaml.Node) -> str:
 
 def read_yaml(path: Path) -> Any:
     """The document in the file. Raises OSError when it cannot be read, YamlFileError when it
-    is not UTF-8, not YAML, repeats a key or expands past MAX_EXPANDED_VALUES."""
-    data = path.read_bytes()
+    is not UTF-8, not YAML, repeats a key or expands past MAX_EXPANDED_VALUES; a FIFO or a
+    device by that name is refused as an OSError (`NotRegularFile`), never read."""
+    data = read_regular(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:

@@ -20,6 +20,7 @@ from ragmatrix.cost.device import Device, remote
 from ragmatrix.foundations.cache import SqliteCache
 from ragmatrix.foundations.keys import md5_of
 from ragmatrix.foundations.secrets import redact
+from ragmatrix.foundations.untrusted import safe_text
 from ragmatrix.models import aio
 from ragmatrix.models.client import Breaker, Client, Failure, ModelError, Throttle
 from ragmatrix.models.spec import ModelSpec
@@ -198,7 +199,8 @@ class LLM:
         finally:
             if first is not None:  # also when no attempt was made (cancelled, model down)
                 first.set()
-        # A server or proxy may echo the key it was sent: the answer is stored, cached and shown.
+        # A server or proxy may echo the key it was sent, and an answer may hold control
+        # sequences: the answer is stored, cached and shown.
         text, cut = kept_answer(text, self._secret_names)
         if self.cache is not None:
             entry: dict[str, Any] = {"text": text, "usage": tokens, "cost": cost}
@@ -222,17 +224,17 @@ class LLM:
 
 def kept_answer(text: str, secret_names: tuple[str, ...]) -> tuple[str, bool]:
     """The answer as it is stored, cached and shown, and whether it was cut: at most
-    `MAX_ANSWER_CHARS`, secrets taken out. A longer answer is cut first, `REDACTION_MARGIN`
-    past the cap, and redacted after; the margin then goes, with the head of any secret the
-    first cut split."""
+    `MAX_ANSWER_CHARS`, secrets taken out, control characters escaped (newlines and tabs stay).
+    A longer answer is cut first, `REDACTION_MARGIN` past the cap, and redacted after; the
+    margin then goes, with the head of any secret the first cut split."""
     cut = isinstance(text, CutAnswer)
     if len(text) > MAX_ANSWER_CHARS + REDACTION_MARGIN:
         redacted = redact(str(text[: MAX_ANSWER_CHARS + REDACTION_MARGIN]), secret_names)
-        return redacted[:-REDACTION_MARGIN][:MAX_ANSWER_CHARS], True
+        return safe_text(redacted[:-REDACTION_MARGIN][:MAX_ANSWER_CHARS]), True
     text = redact(str(text), secret_names)
     if len(text) > MAX_ANSWER_CHARS:
-        return text[:MAX_ANSWER_CHARS], True
-    return text, cut
+        return safe_text(text[:MAX_ANSWER_CHARS]), True
+    return safe_text(text), cut
 
 
 def _retrieve(task: asyncio.Task[Answer]) -> None:

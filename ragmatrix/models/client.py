@@ -42,6 +42,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from ragmatrix.foundations.untrusted import safe_text
+
 T = TypeVar("T")
 
 
@@ -59,10 +61,12 @@ class CallSettings(Protocol):
 
 class ModelError(Exception):
     """A model call that failed for good. `timed_out`: its last attempt got no answer in time (a
-    smaller request may fare better); `busy`: while the server answered other requests."""
+    smaller request may fare better); `busy`: while the server answered other requests. Its
+    message often quotes a server's error body: its control characters are escaped, for it is
+    printed and stored."""
 
     def __init__(self, message: str, attempts: int = 1, timed_out: bool = False, busy: bool = False) -> None:
-        super().__init__(message)
+        super().__init__(safe_text(message))
         self.attempts = attempts
         self.timed_out = timed_out or busy
         self.busy = busy

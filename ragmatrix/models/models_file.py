@@ -13,10 +13,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ragmatrix.foundations.secrets import redact, refer_to
+from ragmatrix.foundations.secrets import key_variables, redact, refer_to
+from ragmatrix.foundations.untrusted import safe_line
 from ragmatrix.foundations.yamlfile import YamlFileError, field_errors, read_yaml
 from ragmatrix.models.providers import error_location, validate
-from ragmatrix.models.spec import FIXTURE_KINDS, ModelSpec
+from ragmatrix.models.spec import ModelSpec
 
 
 @dataclass
@@ -27,9 +28,8 @@ class ModelSet:
     left_out: dict[str, str] = field(default_factory=dict)
 
     def of_kind(self, kind: str) -> list[ModelSpec]:
-        """The models a test taking this fixture runs on (see FIXTURE_KINDS)."""
-        kinds = FIXTURE_KINDS.get(kind, frozenset({kind}))
-        return [m for m in self.available if m.kind in kinds]
+        """The models a test taking this fixture runs on (see `ModelSpec.serves`)."""
+        return [m for m in self.available if m.serves(kind)]
 
 
 class ModelsFileError(Exception):
@@ -43,9 +43,15 @@ def load_models(path: Path) -> list[ModelSpec]:
         raise ModelsFileError(f"{path.name}: file not found") from None
     except YamlFileError as error:  # not UTF-8, not YAML, or a key given twice
         raise ModelsFileError(f"{path.name}: {error}") from None
+    except OSError as error:  # unreadable, or a FIFO or device by that name (never read)
+        raise ModelsFileError(f"{path.name}: cannot read file: {error.strerror or error}") from None
     entries = (document or {}).get("models") if isinstance(document, dict) else None
     if not isinstance(entries, list):
         raise ModelsFileError(f"{path.name}: expected a top-level 'models:' list")
+    declared = document.get("secret_env", [])  # variables holding secrets whatever their names
+    if not isinstance(declared, list) or not all(isinstance(name, str) for name in declared):
+        raise ModelsFileError(f"{path.name}: secret_env: expected a list of variable names")
+    refer_to(declared)
     specs: list[ModelSpec] = []
     for index, entry in enumerate(entries):
         name = entry.get("id", f"#{index + 1}") if isinstance(entry, dict) else f"#{index + 1}"
@@ -54,11 +60,37 @@ def load_models(path: Path) -> list[ModelSpec]:
         except ValidationError as error:
             every = "; ".join(f"{error_location(tuple(loc))}: {message}" for loc, message in field_errors(error))
             raise ModelsFileError(f"{path.name}: model '{name}': {every}") from None
-        refer_to(spec.env_names())  # their values are redacted wherever text is stored or shown
+        refer_to(key_variables(spec.model_dump()))  # keys, whatever their names: redacted wherever shown
         if any(s.id == spec.id for s in specs):
             raise ModelsFileError(f"{path.name}: model '{spec.id}': duplicate id")
         specs.append(spec)
-    return resolve_ensembles(path.name, specs)
+    return resolve_uses(path.name, resolve_ensembles(path.name, specs))
+
+
+def resolve_uses(file_name: str, specs: list[ModelSpec]) -> list[ModelSpec]:
+    """Give each entry the specs of the other entries it is made of (`ModelSpec.uses`: a
+    reranker's first stage, the model a reranker asks); each must be in the file, of a kind
+    that fits, and not the entry itself."""
+    by_id = {s.id: s for s in specs}
+    for spec in specs:
+        for field_name, (wanted, kinds) in spec.uses().items():
+            found = by_id.get(wanted)
+            if found is None or found is spec or found.kind not in kinds:
+                allowed = " or ".join(kinds)
+                what = (
+                    "is not in the file"
+                    if found is None
+                    else "is the entry itself"
+                    if found is spec
+                    else f"is {_article(found.kind)} {found.kind}, not {_article(kinds[0])} {allowed}"
+                )
+                raise ModelsFileError(f"{file_name}: model '{spec.id}': {field_name} '{wanted}' {what}")
+            spec.attach(field_name, found)
+    return specs
+
+
+def _article(kind: str) -> str:
+    return "an" if kind[0] in "aeiou" or kind == "llm" else "a"
 
 
 def resolve_ensembles(file_name: str, specs: list[ModelSpec]) -> list[ModelSpec]:
@@ -91,7 +123,7 @@ def select_models(specs: list[ModelSpec], wanted: list[str] | None, probe: bool 
     for spec in specs:
         reason = unavailable_reason(spec, probe=probe)
         if reason:
-            chosen.left_out[spec.id] = redact(reason)  # the session header shows it
+            chosen.left_out[spec.id] = safe_line(redact(reason))  # the session header shows it
         else:
             chosen.available.append(spec)
     return chosen

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import urllib.parse
 from typing import Any, Protocol
 
 from ragmatrix.cost.device import Device, remote
@@ -72,6 +73,7 @@ REASONING_MODEL = re.compile(r"^(o\d|gpt-5)")
 MAX_BODY_BYTES = 12 * MAX_ANSWER_CHARS + 64 * 1024
 CONTENT = re.compile(rb'"content"\s*:\s*"')
 
+
 class Route(Protocol):
     """What the client reads of a model's spec (a litellm entry's, `LitellmSpec`, has it)."""
 
@@ -115,7 +117,10 @@ class OpenAIChat(ChatProvider):
             key = NO_KEY
         else:
             key = os.environ.get("OPENAI_API_KEY", "")
-        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
+        headers = {"Content-Type": "application/json"}
+        if urllib.parse.urlsplit(self.endpoint()).username is None:
+            # credentials in the address (`user:password@`) go as basic authentication, as litellm sends them
+            headers["Authorization"] = f"Bearer {key}"
         organization = os.environ.get("OPENAI_ORGANIZATION")
         if organization:  # as litellm sends it
             headers["OpenAI-Organization"] = organization
@@ -176,10 +181,10 @@ class OpenAIChat(ChatProvider):
         """The price of one answer in USD: the entry's `price:`, else litellm's local cost map
         (read as a file, as litellm would price it); None when neither knows the model, an
         unknown cost never counting as free."""
-        from ragmatrix.cost.price import price_of
+        from ragmatrix.cost.price import Price, price_of
 
         price, _ = price_of(self.spec)
-        if price is None:
+        if not isinstance(price, Price):
             return None
         return price.usd(int(tokens.get("prompt_tokens") or 0), int(tokens.get("completion_tokens") or 0))
 

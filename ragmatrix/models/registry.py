@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ragmatrix.foundations.context import RunContext
-from ragmatrix.foundations.secrets import redact, refer_to
+from ragmatrix.foundations.secrets import key_variables, redact, refer_to
 from ragmatrix.foundations.storage import StorageError
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.spec import ModelSpec
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ragmatrix.foundations.cache import SqliteCache
     from ragmatrix.models.embedding_cache import EmbeddingCache
     from ragmatrix.models.protocols import Model
+    from ragmatrix.models.rerank_cache import RerankCache
 
 
 class Registry:
@@ -29,13 +30,14 @@ class Registry:
         self._failed: dict[str, str] = {}
         self._response_cache: SqliteCache | None = None
         self._embedding_cache: EmbeddingCache | None = None
+        self._rerank_cache: RerankCache | None = None
 
     def build(self, spec: ModelSpec) -> Model:
         if spec.id in self._built:
             return self._built[spec.id]
         if spec.id in self._failed:  # do not retry a load that failed for every test
             raise ModelError(self._failed[spec.id])
-        refer_to(spec.env_names())  # a spec made in code, not read from models.yaml
+        refer_to(key_variables(spec.model_dump()))  # a spec made in code, not read from models.yaml
         try:
             model = spec.expanded().build(self)  # ${VAR} as sent, as it was keyed
         except ModelError as error:
@@ -74,6 +76,15 @@ class Registry:
             self._embedding_cache = EmbeddingCache()
         return self._embedding_cache
 
+    def rerank_cache(self) -> RerankCache | None:
+        if not self.use_cache:
+            return None
+        if self._rerank_cache is None:
+            from ragmatrix.models.rerank_cache import RerankCache
+
+            self._rerank_cache = RerankCache()
+        return self._rerank_cache
+
     def close(self) -> None:
         for model in self._built.values():
             close = getattr(model, "close", None)  # optional: see ragmatrix.models.protocols.Model
@@ -86,6 +97,9 @@ class Registry:
         if self._embedding_cache is not None:
             self._embedding_cache.close()
             self._embedding_cache = None
+        if self._rerank_cache is not None:
+            self._rerank_cache.close()
+            self._rerank_cache = None
 
 
 def run_registry(run: RunContext) -> Registry:

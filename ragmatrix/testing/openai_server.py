@@ -2,7 +2,10 @@
 
 The suite talks to models through litellm, which talks HTTP. Rather than mocking either,
 tests start this server on an ephemeral localhost port and point `api_base` at it. The
-server answers chat completions and embeddings in OpenAI's wire format and can be scripted
+server answers chat completions and embeddings in OpenAI's wire format, and reranking in
+Cohere's (`POST /v1/rerank`: `{"model", "query", "documents", "top_n"}` answered by
+`{"results": [{"index", "relevance_score"}], "meta": {"billed_units": {"search_units": 1}}}`,
+scores from `rerank_scores` or, by default, `rerank_text`), and can be scripted
 to misbehave (HTTP errors, hangs, non-JSON bodies, empty choices, null content, connection
 resets, an outage of some seconds, a rate limit, an answer that repeats the request's key, an
 answer of many megabytes), and can serve one request at a time, as a busy single server does, so
@@ -20,6 +23,7 @@ that `xinference-client` finds and launches models on it.
         srv.rate_limit(5, retry_after=False)  # ... a 429 that does not say when to come back
         srv.one_at_a_time = True  # requests queue and are answered one after another
         srv.launches = True   # POST /v1/models launches a model, DELETE terminates it (Xinference)
+        srv.gather(4)         # answers wait until 4 requests have arrived: they overlap on any machine
         ... litellm.completion(model="openai/m", api_base=srv.base_url, api_key="x", ...)
         assert srv.count() == 2  # chat requests seen, retries included
 
@@ -52,7 +56,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType, TracebackType
 from typing import Any, Literal, cast
 
-__all__ = ["Answer", "OpenAIServer", "Reply", "embed_text"]
+__all__ = ["Answer", "OpenAIServer", "Reply", "embed_text", "rerank_text"]
 
 # A constant answer, or a function of the chat messages.
 Answer = str | Callable[[list[dict[str, Any]]], str]
@@ -183,6 +187,13 @@ def _chat_messages(body: Any) -> list[dict[str, Any]]:
     return [m for m in raw if isinstance(m, dict)] if isinstance(raw, list) else []
 
 
+def _embedding_texts(body: Any) -> list[dict[str, Any]]:
+    """An embeddings request's texts, shaped as messages, for the rules to match."""
+    raw = body.get("input") if isinstance(body, dict) else None
+    texts = raw if isinstance(raw, list) else [raw]
+    return [{"role": "user", "content": text} for text in texts if isinstance(text, str)]
+
+
 def _word_count(text: str) -> int:
     # Rough token counts are enough: callers only check that usage is present and plausible.
     return len(text.split())
@@ -206,6 +217,17 @@ def embed_text(text: str, dim: int = 16) -> list[float]:
         vector[0] = 1.0
         return vector
     return [x / norm for x in vector]
+
+
+def rerank_text(query: str, documents: list[str]) -> list[float]:
+    """Deterministic relevances: the cosine of each document's `embed_text` vector to the
+    query's, mapped to [0, 1]."""
+    wanted = embed_text(query)
+    return [(1.0 + sum(a * b for a, b in zip(wanted, embed_text(d), strict=True))) / 2.0 for d in documents]
+
+
+# Relevances for one rerank request: a function of the query and the documents' texts.
+RerankScores = Callable[[str, list[str]], list[float]]
 
 
 class _Stopped(Exception):
@@ -289,6 +311,9 @@ class _Handler(BaseHTTPRequestHandler):
         content_type: str = "application/json",
         headers: dict[str, str] | None = None,
     ) -> None:
+        answered = getattr(self, "answered", None)
+        if answered is not None:
+            answered()  # no longer in flight: a client may send its next request once it reads this
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -302,9 +327,10 @@ class _Handler(BaseHTTPRequestHandler):
 class OpenAIServer:
     """A scripted OpenAI-compatible server on 127.0.0.1, serving from a daemon thread.
 
-    Per request, the response is decided by, in order: an outage (`outage`, chat and
-    embeddings), the rate limit (`rate_limit`, chat and embeddings), the fault queue (`inject`,
-    consumed one reply per request on any endpoint), then rules (`on`, chat only), then `answer`.
+    Per request, the response is decided by, in order: an outage (`outage`, chat, embeddings
+    and rerank), the rate limit (`rate_limit`, likewise), the fault queue (`inject`, consumed one
+    reply per request on any endpoint), then rules (`on`, chat only), then `answer` (chat) or
+    `rerank_scores` (rerank).
     """
 
     def __init__(
@@ -318,10 +344,15 @@ class OpenAIServer:
         models: Iterable[str] = ("test-model", "test-embed"),
         host: str = "127.0.0.1",
         port: int = 0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.answer: Answer = answer
+        # What the outage and the rate limit measure their seconds with; a test may pass a clock
+        # it moves itself, so that what it checks does not depend on how fast the machine is.
+        self.clock = clock
         self.latency: float = latency
         self.latency_per_input: float = latency_per_input  # more per text of an embeddings request
+        self.rerank_scores: RerankScores = rerank_text
         self.usage: Usage = usage
         self.embedding_dim: int = embedding_dim
         self.host = host
@@ -352,6 +383,10 @@ class OpenAIServer:
         self.refuse_launches: str | None = None  # a launch's error detail, or None: launches go
         self._launched: dict[str, dict[str, Any]] = {}
         self._uids: set[str] = set()  # every uid ever launched
+        self._gather: int | None = None  # answers wait until this many requests have arrived
+        self._patience = 60.0  # ... or this many seconds have passed
+        self._arrived = 0  # chat and embeddings requests since `gather` was set
+        self._arrival = threading.Condition(self._lock)
         # Set by stop(): wakes handlers sleeping in latency or a hang so they end promptly.
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
@@ -424,30 +459,39 @@ class OpenAIServer:
             self._queue.extend(_as_reply(r) for r in replies)
 
     def on(self, substring: str, *replies: Reply | str) -> None:
-        """For chat requests mentioning `substring`, serve `replies` in order, then the last
-        one again and again. Earlier rules win when several match."""
+        """For chat requests mentioning `substring` (or embeddings requests one of whose texts
+        holds it), serve `replies` in order, then the last one again and again. Earlier rules win
+        when several match."""
         if not replies:
             raise ValueError("on() needs at least one reply")
         with self._lock:
             self._rules.append(_Rule(substring, [_as_reply(r) for r in replies]))
 
     def outage(self, seconds: float, reply: Reply | None = None, *, from_first_request: bool = False) -> None:
-        """For `seconds` from now (or from the next chat or embeddings request), answer every
-        chat and embeddings request with `reply` (default: a 500), whatever else is scripted;
+        """For `seconds` from now (or from the next chat, embeddings or rerank request), answer
+        every such request with `reply` (default: a 500), whatever else is scripted;
         then serve as before. The models list keeps answering, as a server whose workers are
         down usually does."""
         with self._lock:
             reply = reply or Reply.error(500, message="scripted outage")
-            self._outage = (seconds, reply, None if from_first_request else time.monotonic())
+            self._outage = (seconds, reply, None if from_first_request else self.clock())
 
     def rate_limit(self, per_second: int | None, retry_after: bool = True) -> None:
-        """Let at most `per_second` chat and embeddings requests in within any one second; the
-        others get a 429 whose Retry-After says when the next place frees (with `retry_after`;
-        without, a bare 429). None: no limit."""
+        """Let at most `per_second` chat, embeddings and rerank requests in within any one second;
+        the others get a 429 whose Retry-After says when the next place frees (with
+        `retry_after`; without, a bare 429). None: no limit."""
         with self._lock:
             self._per_second = per_second
             self._limit_says_when = retry_after
             self._accepted.clear()
+
+    def gather(self, requests: int | None, patience: float = 60.0) -> None:
+        """Hold every chat and embeddings answer until `requests` of them have arrived from now
+        on (or `patience` seconds have passed), then answer as scripted: requests sent together
+        are then all being handled at once, however slowly the machine sends them, so a test of
+        concurrency needs no latency long enough to make them overlap. None: no holding."""
+        with self._lock:
+            self._gather, self._arrived, self._patience = requests, 0, patience
 
     @property
     def rate_limited(self) -> int:
@@ -467,6 +511,7 @@ class OpenAIServer:
             self._limit_says_when = True
             self._accepted.clear()
             self._rate_limited = 0
+            self._gather = None
             self._max_concurrency = self._in_flight
 
     # -- bookkeeping -----------------------------------------------------------------------
@@ -546,6 +591,7 @@ class OpenAIServer:
         endpoint = {
             ("POST", "/chat/completions"): "chat",
             ("POST", "/embeddings"): "embeddings",
+            ("POST", "/rerank"): "rerank",
             ("GET", "/models"): "models",
         }.get((method, route))
         if self.launches and route == "/models":
@@ -575,7 +621,22 @@ class OpenAIServer:
                 # a launched model is listed as launched, and not at all once terminated
                 if body["model"] not in self._models and body["model"] not in self._uids:
                     self._models.append(body["model"])
+            if endpoint in ("chat", "embeddings"):
+                self._arrived += 1
+                self._arrival.notify_all()
+                self._wait_for_the_gathering()
             ticket = self._take_ticket() if self.one_at_a_time and endpoint in ("chat", "embeddings") else None
+        counted = [True]
+
+        def answered() -> None:
+            # once, as the reply starts: counted after it is written, the client that read it
+            # could already have sent its next request, and the two would seem to overlap
+            with self._lock:
+                if counted[0]:
+                    counted[0] = False
+                    self._in_flight -= 1
+
+        h.answered = answered  # type: ignore[attr-defined]
         try:
             if ticket is not None:
                 self._await_turn(ticket)
@@ -585,8 +646,16 @@ class OpenAIServer:
         finally:
             if ticket is not None:
                 self._end_turn()
-            with self._lock:
-                self._in_flight -= 1
+            answered()
+
+    def _wait_for_the_gathering(self) -> None:
+        """Until `gather`'s count of requests has arrived (lock held; waiting releases it)."""
+        deadline = time.monotonic() + self._patience
+        while self._gather is not None and self._arrived < self._gather and not self._stopping.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._arrival.wait(min(left, 0.1))
 
     def _take_ticket(self) -> int:
         with self._turns:
@@ -610,9 +679,9 @@ class OpenAIServer:
 
     def _arrival_fault(self, endpoint: str | None) -> Reply | None:
         """The outage's reply, or the rate limit's 429, for a request arriving now (lock held)."""
-        if endpoint not in ("chat", "embeddings"):
+        if endpoint not in ("chat", "embeddings", "rerank"):
             return None
-        now = time.monotonic()
+        now = self.clock()
         if self._outage is not None:
             seconds, reply, since = self._outage
             if since is None:  # it starts with this request
@@ -626,7 +695,8 @@ class OpenAIServer:
                 self._accepted.popleft()
             if len(self._accepted) >= self._per_second:
                 self._rate_limited += 1
-                wait = max(0.01, round(self._accepted[0] + 1.0 - now, 2))
+                # Rounded up: a client that waits exactly this long must find the place free.
+                wait = max(0.01, math.ceil((self._accepted[0] + 1.0 - now) * 100) / 100)
                 said = wait if self._limit_says_when else None
                 return Reply.error(429, retry_after=said, message="rate limit: too many requests per second")
             self._accepted.append(now)
@@ -639,7 +709,7 @@ class OpenAIServer:
         if endpoint in MODEL_API:
             self._model_api(h, endpoint, body)
             return
-        messages = _chat_messages(body) if endpoint == "chat" else []
+        messages = _chat_messages(body) if endpoint == "chat" else _embedding_texts(body)
         reply = fault if fault is not None else self._match_rule(messages)
         if reply is not None and reply.kind == "hang":
             self._sleep(reply.delay)
@@ -680,6 +750,9 @@ class OpenAIServer:
         if endpoint == "embeddings":
             empty = reply is not None and reply.kind == "empty_choices"
             self._send_embeddings(h, body, empty=empty)
+            return
+        if endpoint == "rerank":
+            self._send_rerank(h, body, empty=reply is not None and reply.kind == "empty_choices")
             return
         self._send_chat(h, body, messages, reply)
 
@@ -751,15 +824,18 @@ class OpenAIServer:
             settings = dict(body) if isinstance(body, dict) else {}
             uid = str(settings.pop("model_uid", None) or uuid.uuid4().hex[:8])
             name, model_type = settings.pop("model_name", None), settings.pop("model_type", "LLM")
+            # Replies are sent outside the lock: sending one takes it (the request stops counting
+            # as in flight).
             with self._lock:
-                if self.refuse_launches is not None:
-                    h.send_payload(400, json.dumps({"detail": self.refuse_launches}).encode())
-                    return
-                if uid in self._launched:
-                    h.send_payload(400, json.dumps({"detail": f"Model {uid} is already in the model list"}).encode())
-                    return
-                self._launched[uid] = self._described(uid, str(name), str(model_type), settings)
-                self._uids.add(uid)
+                refused = self.refuse_launches
+                if refused is None and uid in self._launched:
+                    refused = f"Model {uid} is already in the model list"
+                if refused is None:
+                    self._launched[uid] = self._described(uid, str(name), str(model_type), settings)
+                    self._uids.add(uid)
+            if refused is not None:
+                h.send_payload(400, json.dumps({"detail": refused}).encode())
+                return
             self._send_json(h, {"model_uid": uid})
             return
         with self._lock:
@@ -823,6 +899,22 @@ class OpenAIServer:
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
             },
         )
+
+    def _send_rerank(self, h: _Handler, body: dict[str, Any], *, empty: bool) -> None:
+        """Cohere's rerank answer: the best `top_n` documents (all by default), best first."""
+        query, raw = body.get("query"), body.get("documents")
+        documents = [d.get("text") if isinstance(d, dict) else d for d in raw] if isinstance(raw, list) else None
+        if not isinstance(query, str) or documents is None or not all(isinstance(d, str) for d in documents):
+            self._send_error(h, 400, "query must be a string and documents a list of strings")
+            return
+        texts = cast(list[str], documents)
+        scores = [float(x) for x in self.rerank_scores(query, texts)]
+        top_n = body.get("top_n")
+        count = top_n if isinstance(top_n, int) and top_n > 0 else len(texts)
+        order = sorted(range(len(texts)), key=lambda i: -scores[i])[:count]
+        results = [] if empty else [{"index": i, "relevance_score": scores[i]} for i in order]
+        meta = {"api_version": {"version": "1"}, "billed_units": {"search_units": 1}}
+        self._send_json(h, {"id": uuid.uuid4().hex, "results": results, "meta": meta})
 
     def _match_rule(self, messages: list[dict[str, Any]]) -> Reply | None:
         if not messages:
