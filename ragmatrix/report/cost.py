@@ -24,6 +24,7 @@ from ragmatrix.cost.figures import NOT_MEASURED, DeviceFigures, FamilyCosts, Mod
 from ragmatrix.cost.load import busy_note
 from ragmatrix.cost.price import Price, SearchPrice, dollars, spec_price
 from ragmatrix.cost.record import CostRecord, latest_price
+from ragmatrix.foundations.untrusted import safe_text
 from ragmatrix.report.stages import compose
 from ragmatrix.seam.blocks import Block, Heading, Image, Paragraph, Table
 from ragmatrix.seam.tables import FamilyTable, Tables
@@ -268,8 +269,9 @@ def _measured(figures: DeviceFigures | None) -> str:
 
 
 def describe_server(details: Mapping[str, str]) -> str:
-    """What a server told of itself, in one phrase: `server 10.0.0.7:9997, model m, engine e`."""
-    return ", ".join(f"{name} {value}" for name, value in details.items())
+    """What a server told of itself, in one phrase: `server 10.0.0.7:9997, model m, engine e`
+    (its control characters escaped: a server wrote it)."""
+    return safe_text(", ".join(f"{name} {value}" for name, value in details.items()))
 
 
 REPORT_COLUMNS: tuple[tuple[str, Callable[[ModelCost, DeviceFigures | None], str]], ...] = (
