@@ -12,6 +12,7 @@ sent), and token and cost accounting for the item being run.
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -81,6 +82,8 @@ class LLM:
         self._consumed: set[str] = set()
         # The requests the scheduler sent ahead whose use is not reported yet (`left_unused`).
         self._sent_ahead: set[str] = set()
+        # `prefetch` and `achat` run on the run's loop, `left_unused` in the caller's thread.
+        self._sent_lock = threading.Lock()
         self._first_attempt: asyncio.Event | None = None  # set once the first attempt has ended
         self._secret_names = tuple(sorted(spec.env_names()))
         self._device: Device | None = None
@@ -116,7 +119,8 @@ class LLM:
         """Start asking now (on the running loop), ahead of the item; `achat` with the same
         messages and sample later takes this answer instead of asking again."""
         key = self.cache_key(messages, sample)
-        self._sent_ahead.add(key)
+        with self._sent_lock:
+            self._sent_ahead.add(key)
         return self._task(messages, key)
 
     def left_unused(self, messages: Messages, sample: int) -> bool:
@@ -124,12 +128,13 @@ class LLM:
         took it: a family whose test asks other messages than its first round declares. Said
         once per request."""
         key = self.cache_key(messages, sample)
-        if key not in self._sent_ahead:
-            return False
-        self._sent_ahead.discard(key)
-        task = self._answers.get(key)
-        answered = task is not None and task.done() and not task.cancelled() and task.exception() is None
-        return answered and key not in self._consumed
+        with self._sent_lock:
+            if key not in self._sent_ahead:
+                return False
+            self._sent_ahead.discard(key)
+            task = self._answers.get(key)
+            answered = task is not None and task.done() and not task.cancelled() and task.exception() is None
+            return answered and key not in self._consumed
 
     def _task(self, messages: Messages, key: str) -> asyncio.Task[Answer]:
         """The session's one request for this key: asked now, or already asked."""
@@ -156,7 +161,8 @@ class LLM:
             first = key not in self._consumed
             usage.add(answer.usage, answer.cost, cached=answer.cached or not first)
             usage.answers_cut += int(answer.cut)
-        self._consumed.add(key)
+        with self._sent_lock:
+            self._consumed.add(key)
         return answer.text
 
     async def _ask(self, messages: Messages, key: str) -> Answer:

@@ -17,6 +17,7 @@ What the plugin takes from pytest's and xdist's private API is in `ragmatrix.plu
 from __future__ import annotations
 
 import gc
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -444,13 +445,29 @@ def _cached_reads_as_success(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-    """A cached item is reported as pytest reports it (skipped at setup with the reason
-    `cached`, then a clean teardown) without the setup, capture and teardown machinery it
-    does not need: on a large matrix that machinery was most of a fully cached rerun. Where
-    anything would have to be torn down after it, pytest runs it as usual."""
+    """Two kinds of benchmark items are reported as pytest reports them, without the setup,
+    capture and teardown machinery they do not need (on a large matrix that machinery was most
+    of a run's work per item), where nothing would have to be torn down after them:
+
+    - a cached item: skipped at setup with the reason `cached`, then a clean teardown;
+    - an item whose answers (or texts) were sent ahead and which takes only the plugin's
+      fixtures: a clean setup, pytest's own call phase (its hooks, capture, logging, report),
+      a clean teardown; its model is the one the scheduler already built.
+
+    Anything else, and any item where pytest would tear something down after it, runs as usual."""
     marker = item.get_closest_marker("skip")
-    if marker is None or marker.kwargs.get("reason") != CACHED or not _nothing_to_tear_down(item, nextitem):
+    if marker is not None:
+        if marker.kwargs.get("reason") != CACHED or not _nothing_to_tear_down(item, nextitem):
+            return None
+        _report_cached(item)
+        return True
+    arguments = _sent_ahead_arguments(item)
+    if arguments is None or not _nothing_to_tear_down(item, nextitem):
         return None
+    return _run_without_setup(item, arguments)
+
+
+def _report_cached(item: pytest.Item) -> None:
     ihook = item.ihook
     location, skipped = _where(item)
     ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=location)
@@ -459,6 +476,76 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     setup = pytest.TestReport(*where, keywords, "skipped", skipped, "setup", user_properties=properties)
     ihook.pytest_runtest_logreport(report=setup)
     teardown = pytest.TestReport(*where, keywords, "passed", None, "teardown", user_properties=properties)
+    ihook.pytest_runtest_logreport(report=teardown)
+    ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=location)
+
+
+# Marks that pytest acts on in an item's setup: such an item takes pytest's own path.
+_SETUP_MARKS = ("skipif", "xfail", "usefixtures")
+_FIXTURES_MODULE = "ragmatrix.plugin.fixtures"
+
+
+def _sent_ahead_arguments(item: pytest.Item) -> dict[str, Any] | None:
+    """The arguments of an item whose answers the scheduler has sent ahead, as its fixtures would
+    give them, when it takes nothing but the plugin's fixtures (its model, `record`, and the
+    session's `evaluator` once set up) and its case; None for any other item (it then runs as
+    usual)."""
+    state = item.config.stash.get(STATE_KEY, None)
+    ahead = item.config.stash.get(scheduling.SCHEDULER_KEY, None)
+    if state is None or ahead is None or not ahead.sent_ahead(item.nodeid):
+        return None
+    plan = runner.plan_for(item, state)
+    fixtures = pytest_internals.fixture_modules(item)
+    if plan is None or plan.skip_reason or fixtures is None or pytest_internals.call_phase() is None:
+        return None
+    if any(next(item.iter_markers(name), None) is not None for name in _SETUP_MARKS):
+        return None
+    arguments: dict[str, Any] = {"case": item.callspec.params["case"], "record": runner.Recorder()}  # type: ignore[attr-defined]
+    for name, module in fixtures.items():
+        if name in ("case", "request", "record") and (name != "record" or module == _FIXTURES_MODULE):
+            continue
+        if module != _FIXTURES_MODULE:  # an autouse fixture, a fixture of the project's own
+            return None
+        if name == "evaluator":
+            found, arguments[name] = pytest_internals.set_up_value(item, name)
+            if not found:
+                return None  # not set up yet: pytest sets it up for this item
+        elif name in MODEL_FIXTURES and name in item.callspec.params:  # type: ignore[attr-defined]
+            try:
+                arguments[name] = state.registry.build(plan.model)
+            except ModelError:
+                return None  # pytest's own setup records it
+        else:
+            return None
+    try:
+        state.store.prepare(plan.family.name)
+    except StorageError:
+        return None  # pytest's own setup reports it
+    return arguments
+
+
+def _run_without_setup(item: pytest.Item, arguments: dict[str, Any]) -> bool:
+    """An item's reports as pytest makes them (setup, call, teardown), with only the call phase
+    run by pytest, on the arguments its fixtures would have given."""
+    call_phase = pytest_internals.call_phase()
+    assert call_phase is not None  # checked by `_sent_ahead_arguments`
+    ihook = item.ihook
+    location, _ = _where(item)
+    ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=location)
+    keywords: dict[str, Literal[1]] = dict.fromkeys(item.keywords, 1)
+    where, properties = (item.nodeid, location), item.user_properties
+    ihook.pytest_runtest_logreport(
+        report=pytest.TestReport(*where, keywords, "passed", None, "setup", user_properties=properties)
+    )
+    item.funcargs = arguments  # type: ignore[attr-defined]
+    try:
+        call_phase(item)
+    finally:
+        # As pytest's protocol ends: what the item held goes (its model stays in the registry).
+        item.funcargs = None  # type: ignore[attr-defined]
+        item._request = False  # type: ignore[attr-defined]
+        os.environ.pop("PYTEST_CURRENT_TEST", None)
+    teardown = pytest.TestReport(*where, keywords, "passed", None, "teardown", user_properties=item.user_properties)
     ihook.pytest_runtest_logreport(report=teardown)
     ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=location)
     return True
