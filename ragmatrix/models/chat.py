@@ -87,6 +87,7 @@ class LLM:
         self._first_attempt: asyncio.Event | None = None  # set once the first attempt has ended
         self._secret_names = tuple(sorted(spec.env_names()))
         self._device: Device | None = None
+        self._fingerprint: dict[str, Any] | None = None
 
     @property
     def breaker(self) -> Breaker:
@@ -113,7 +114,9 @@ class LLM:
         self.provider.close()
 
     def cache_key(self, messages: Messages, sample: int) -> str:
-        return md5_of({"model": self.spec.output_fingerprint(), "messages": messages, "sample": sample})
+        if self._fingerprint is None:  # the spec's, read once: every request and item needs it
+            self._fingerprint = self.spec.output_fingerprint()
+        return md5_of({"model": self._fingerprint, "messages": messages, "sample": sample})
 
     def prefetch(self, messages: Messages, sample: int) -> asyncio.Task[Answer]:
         """Start asking now (on the running loop), ahead of the item; `achat` with the same
@@ -156,6 +159,10 @@ class LLM:
             if self._answers.get(key) is task:
                 del self._answers[key]  # errors are never kept: the next ask tries again
             raise
+        return self._taken(key, answer)
+
+    def _taken(self, key: str, answer: Answer) -> str:
+        """The answer's text, its usage counted for the item being run (in the caller's context)."""
         usage = current_usage.get()
         if usage is not None:
             first = key not in self._consumed
@@ -164,6 +171,16 @@ class LLM:
         with self._sent_lock:
             self._consumed.add(key)
         return answer.text
+
+    def _arrived(self, messages: Messages) -> tuple[str, Answer] | None:
+        """(key, answer) for `messages` and the current sample when the answer has already
+        arrived (it was sent ahead), so that the caller's thread takes it without a round trip
+        to the loop's; None otherwise."""
+        key = self.cache_key(messages, current_sample.get())
+        task = self._answers.get(key)
+        if task is None or not task.done() or task.cancelled() or task.exception() is not None:
+            return None
+        return key, task.result()
 
     async def _ask(self, messages: Messages, key: str) -> Answer:
         hit = self.cache.get(key) if self.cache is not None else None
@@ -207,10 +224,14 @@ class LLM:
 
     def chat(self, messages: Messages) -> str:
         """Ask once, for the current iteration's sample."""
-        return aio.run(self.achat(messages))
+        arrived = self._arrived(messages)
+        return self._taken(*arrived) if arrived is not None else aio.run(self.achat(messages))
 
     def chat_many(self, conversations: list[Messages]) -> list[str]:
         """Ask many at once; the model's concurrency limit bounds how many are in flight."""
+        arrived = [self._arrived(m) for m in conversations]
+        if all(found is not None for found in arrived):
+            return [self._taken(*found) for found in arrived if found is not None]
 
         async def gather() -> list[str]:
             return list(await asyncio.gather(*(self.achat(m) for m in conversations)))

@@ -495,33 +495,51 @@ def _sent_ahead_arguments(item: pytest.Item) -> dict[str, Any] | None:
     if state is None or ahead is None or not ahead.sent_ahead(item.nodeid):
         return None
     plan = runner.plan_for(item, state)
+    fixtures = _plain_fixtures(item)
+    if plan is None or plan.skip_reason or fixtures is None:
+        return None
+    kind, uses_evaluator = fixtures
+    arguments: dict[str, Any] = {"case": item.callspec.params["case"], "record": runner.Recorder()}  # type: ignore[attr-defined]
+    if uses_evaluator:
+        found, arguments["evaluator"] = pytest_internals.set_up_value(item, "evaluator")
+        if not found:
+            return None  # not set up yet: pytest sets it up for this item
+    try:
+        arguments[kind] = state.registry.build(plan.model)
+        state.store.prepare(plan.family.name)
+    except (ModelError, StorageError):
+        return None  # pytest's own setup reports it
+    return arguments
+
+
+_PLAIN = pytest.StashKey[dict[tuple[int, str], tuple[str, bool] | None]]()
+
+
+def _plain_fixtures(item: pytest.Item) -> tuple[str, bool] | None:
+    """(its model fixture, whether it takes `evaluator`) when the item's test function takes
+    the plugin's fixtures only (no autouse fixture, none overridden in a conftest, no mark that
+    pytest acts on at setup), else None; worked out once per test function."""
+    known = item.config.stash.setdefault(_PLAIN, {})
+    function = (id(item.parent), getattr(item, "originalname", item.name))
+    if function in known:
+        return known[function]
+    known[function] = None
     fixtures = pytest_internals.fixture_modules(item)
-    if plan is None or plan.skip_reason or fixtures is None or pytest_internals.call_phase() is None:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if fixtures is None or pytest_internals.call_phase() is None or "case" not in params:
         return None
     if any(next(item.iter_markers(name), None) is not None for name in _SETUP_MARKS):
         return None
-    arguments: dict[str, Any] = {"case": item.callspec.params["case"], "record": runner.Recorder()}  # type: ignore[attr-defined]
-    for name, module in fixtures.items():
-        if name in ("case", "request", "record") and (name != "record" or module == _FIXTURES_MODULE):
-            continue
-        if module != _FIXTURES_MODULE:  # an autouse fixture, a fixture of the project's own
-            return None
-        if name == "evaluator":
-            found, arguments[name] = pytest_internals.set_up_value(item, name)
-            if not found:
-                return None  # not set up yet: pytest sets it up for this item
-        elif name in MODEL_FIXTURES and name in item.callspec.params:  # type: ignore[attr-defined]
-            try:
-                arguments[name] = state.registry.build(plan.model)
-            except ModelError:
-                return None  # pytest's own setup records it
-        else:
-            return None
-    try:
-        state.store.prepare(plan.family.name)
-    except StorageError:
-        return None  # pytest's own setup reports it
-    return arguments
+    kinds = [name for name in MODEL_FIXTURES if name in fixtures and name in params]
+    pytests_own = {"case", "request"}  # the case is a parameter
+    plugins = {*kinds, "record", "evaluator"}
+    if len(kinds) != 1 or any(
+        name not in pytests_own and (name not in plugins or module != _FIXTURES_MODULE)
+        for name, module in fixtures.items()
+    ):
+        return None
+    known[function] = (kinds[0], "evaluator" in fixtures)
+    return known[function]
 
 
 def _run_without_setup(item: pytest.Item, arguments: dict[str, Any]) -> bool:
@@ -538,6 +556,7 @@ def _run_without_setup(item: pytest.Item, arguments: dict[str, Any]) -> bool:
         report=pytest.TestReport(*where, keywords, "passed", None, "setup", user_properties=properties)
     )
     item.funcargs = arguments  # type: ignore[attr-defined]
+    pytest_internals.know_location(item, location)
     try:
         call_phase(item)
     finally:

@@ -24,6 +24,7 @@ breaks a run; `missing()` and `missing_in_run()` name what a release has changed
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -95,6 +96,13 @@ def set_up_value(item: pytest.Item, name: str) -> tuple[bool, Any]:
     if not isinstance(cached, tuple) or len(cached) != 3 or cached[2] is not None:
         return False, None
     return True, cached[0]
+
+
+def know_location(item: pytest.Item, location: tuple[str, int | None, str]) -> None:
+    """Give the item the location its reports carry, worked out already (pytest would resolve
+    its file's path again for each item's call report: `Item.location`, a cached property)."""
+    if isinstance(getattr(type(item), "location", None), functools.cached_property):
+        item.__dict__["location"] = location
 
 
 def call_phase() -> Callable[[pytest.Item], pytest.TestReport] | None:
@@ -182,6 +190,8 @@ def missing() -> list[str]:
     decide = getattr(terminal.TerminalReporter, "_determine_main_color", None)
     if decide is None or list(inspect.signature(decide).parameters) != ["self", "unknown_type_seen"]:
         gone.append("_pytest.terminal.TerminalReporter._determine_main_color(self, unknown_type_seen)")
+    if not isinstance(getattr(pytest.Item, "location", None), functools.cached_property):
+        gone.append("pytest.Item.location (a cached property)")
     if call_phase() is None:
         gone.append("_pytest.runner.call_and_report(item, when) and _pytest.logging.caplog_records_key")
     from _pytest.capture import CaptureManager

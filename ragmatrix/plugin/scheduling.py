@@ -70,6 +70,7 @@ class Scheduler:
     # Items whose texts were embedded ahead and have not run yet.
     texts_ahead: set[str] = field(default_factory=set)
     session: pytest.Session | None = None
+    _members: dict[int, tuple[Model | None, list[PrefetchingChatModel]]] = field(default_factory=dict)
     _cursor: int = 0  # without xdist: where in the session's items the next unscheduled one may be
 
     @property
@@ -217,9 +218,13 @@ class Scheduler:
 
     def _chat_models(self, model: Model | None) -> list[PrefetchingChatModel]:
         """The chat models an item's requests go to: the LLM, or an ensemble's members (those
-        that can be asked ahead; any other is asked by the item alone)."""
-        candidates = list(model.members) if isinstance(model, JudgeEnsemble) else [model]
-        return [m for m in candidates if isinstance(m, PrefetchingChatModel)]
+        that can be asked ahead; any other is asked by the item alone). Worked out once per
+        model: checking a protocol walks its attributes, a cost paid on every item otherwise."""
+        known = self._members.get(id(model))
+        if known is None or known[0] is not model:
+            candidates = list(model.members) if isinstance(model, JudgeEnsemble) else [model]
+            known = self._members[id(model)] = (model, [m for m in candidates if isinstance(m, PrefetchingChatModel)])
+        return known[1]
 
     def _send(self, requests: list[Request]) -> None:
         """Start every request on the run's loop, each model up to its own concurrency, and
