@@ -120,3 +120,24 @@ def test_the_statistics_import_runs_on_a_thread_while_answers_are_awaited():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert done.returncode == 0, done.stderr
+
+
+AIOHTTP_IMPORT = """
+import sys, threading
+
+def _audit(event, args):
+    if event == "import" and args[0] == "aiohttp":
+        with open("aiohttp_import.txt", "a") as handle:
+            handle.write(threading.current_thread().name + "\\n")
+
+sys.addaudithook(_audit)
+"""
+
+
+def test_the_http_client_is_imported_on_the_loops_thread_while_the_items_are_collected(bench):
+    """aiohttp (and the TLS contexts it builds as it is imported) is off the main thread's path
+    to the first request: the loop's thread imports it once the matrix holds a model asked
+    directly over HTTP."""
+    write(bench.path / "conftest.py", AIOHTTP_IMPORT)
+    bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-k", "scripted").assert_outcomes(passed=5)
+    assert (bench.path / "aiohttp_import.txt").read_text().split() == ["ragmatrix-event-loop"]

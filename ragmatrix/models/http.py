@@ -50,16 +50,28 @@ class StatusError(Exception):
         self.retry_after = retry_after
 
 
+def import_meanwhile() -> None:
+    """Import aiohttp on the run's loop thread while the caller goes on (reading the data files,
+    collecting the items): the import, and the TLS contexts aiohttp builds as it is imported,
+    are then off the path to the first request. The session made later waits for it, if need be,
+    on Python's import lock."""
+    aio.loop().call_soon_threadsafe(_import_aiohttp)
+
+
+def _import_aiohttp() -> None:
+    try:
+        import aiohttp  # noqa: F401
+    except ImportError:  # the session reports it where it is needed
+        pass
+
+
 class HttpSession:
     """One model's connections to its server: at most `connections` at once, made on the run's
-    loop and closed with it."""
+    loop and closed with it. aiohttp is imported there, not in the thread that builds the model."""
 
     def __init__(self, url: str, connections: int) -> None:
-        import aiohttp
-
-        self._aiohttp = aiohttp
-        self._ssl = ssl_context(url)
-        self._proxy = env_proxy(url)
+        self._url = url
+        self._proxy: tuple[Any, Any] | None = None  # looked up with the first session
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -70,9 +82,11 @@ class HttpSession:
         # time is bounded by the client layer (`asyncio.wait_for`), not here.
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:
-            aiohttp = self._aiohttp
+            import aiohttp
+
+            self._proxy = env_proxy(self._url)
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self._connections, ssl=self._ssl),
+                connector=aiohttp.TCPConnector(limit=self._connections, ssl=ssl_context(self._url)),
                 # Proxies from the environment, as httpx (and so litellm) honours them: looked up
                 # once (`env_proxy`), not on a worker thread for every request as trust_env does.
                 trust_env=self._proxy is None,

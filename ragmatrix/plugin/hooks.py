@@ -27,7 +27,7 @@ import ragmatrix.plugin.pytest_internals as pytest_internals
 import ragmatrix.plugin.runner as runner
 import ragmatrix.plugin.scheduling as scheduling
 from ragmatrix import cost
-from ragmatrix.families import all_families, family_named, register
+from ragmatrix.families import family_named, register
 from ragmatrix.foundations.cache import CACHE_FOLDER
 from ragmatrix.foundations.context import RunContext, start_run
 from ragmatrix.foundations.storage import StorageError
@@ -165,6 +165,9 @@ def pytest_configure(config: pytest.Config) -> None:
             reasons = "; ".join(f"{model}: {why}" for model, why in models.left_out.items())
             raise pytest.UsageError(f"no model of --models can run here ({reasons})")
         session_end.meter = cost.start_session(state.results_dir)  # the models' work is measured
+        if not getattr(config.option, "numprocesses", None) or workerinput is not None:  # not an xdist controller
+            for spec in models.available:
+                spec.prepare_meanwhile()
 
 
 def _max_variants(config: pytest.Config) -> int:
@@ -745,7 +748,8 @@ class SessionEnd:
 
         loaded = state.store.load_all()
         remembered = remembered_stats()
-        families = all_families()
+        # the families the stored rows belong to, each module imported on its own
+        families = {name: found for name in loaded if (found := family_named(name)) is not None}
         tables = aggregate(
             {family: data.rows for family, data in loaded.items() if data.rows},
             families,
