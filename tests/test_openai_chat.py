@@ -180,9 +180,7 @@ def test_a_direct_models_first_requests_go_together(server):
     go alone, as a cold client's must (see LLM._ask)."""
     server.latency = 1.0  # long enough for every request sent together to overlap
     spec = server_spec(server, "llm", "scripted", concurrency=4, timeout=10)
-    answers = LLM(spec, OpenAIChat(spec), None).chat_many(
-        [[{"role": "user", "content": f"q{i}"}] for i in range(4)]
-    )
+    answers = LLM(spec, OpenAIChat(spec), None).chat_many([[{"role": "user", "content": f"q{i}"}] for i in range(4)])
     assert answers == ["yes"] * 4
     assert server.max_concurrency == 4
 

@@ -241,9 +241,7 @@ def test_an_xinference_model_is_reached_through_a_litellm_spec_of_its_running_ui
 def test_a_provider_module_beside_the_benchmark_joins_the_matrix(bench, server):
     """One module and a line that imports it: its model runs, is stored and is ranked."""
     (bench.path / "toy_provider.py").write_text(textwrap.dedent(TOY_PROVIDER))
-    bench.makeconftest(
-        'import toy_provider  # noqa: F401  (registers the toy provider)\n'
-    )
+    bench.makeconftest("import toy_provider  # noqa: F401  (registers the toy provider)\n")
     with (bench.path / "benchmark" / "models.yaml").open("a") as models:
         models.write("  - id: loud\n    kind: llm\n    toy: 1\n")
     result = bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-k", "loud")
