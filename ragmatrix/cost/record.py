@@ -42,6 +42,9 @@ class CostRecord(BaseModel):
     cache_hits: int = 0
     variants: dict[str, VariantWork] = Field(default_factory=dict)
     query_ms: dict[str, Any] = Field(default_factory=dict)  # a LatencyHistogram: one query alone
+    # The highest 1-minute load average of the machine while those queries were timed: a lone
+    # query's latency on a busy machine measures the contention as much as the model.
+    query_load_average: float | None = None
     # LLMs (and embedders over HTTP): requests answered, from send to the full answer of the
     # successful attempt, and the tokens the server reported for them.
     requests: int = 0
@@ -98,6 +101,7 @@ def combine(a: CostRecord, b: CostRecord) -> CostRecord:
             name: work.model_copy(update={"encode_s": round(work.encode_s, 6)}) for name, work in variants.items()
         },
         query_ms=a.queries.merge(b.queries).to_json(),
+        query_load_average=_larger(a.query_load_average, b.query_load_average),
         requests=a.requests + b.requests,
         request_ms=a.request_latencies.merge(b.request_latencies).to_json(),
         tokens_in=a.tokens_in + b.tokens_in,
