@@ -36,7 +36,7 @@ def test_sparse_rows_score_as_the_dense_product_of_the_same_unit_rows():
 def test_an_index_holds_a_few_bytes_per_document_not_a_dense_row():
     index = bag_of_words().index_documents(corpus(500))
     assert isinstance(index, ProviderIndex)
-    held = index.rows.values.nbytes + index.rows.buckets.nbytes + index.rows.starts.nbytes
+    held = index.rows.values.nbytes + index.rows.documents.nbytes + index.rows.starts.nbytes
     assert held < 500 * DIMENSIONS * 4 / 20  # a dense float32 row per document would be 20 times more
 
 

@@ -51,45 +51,47 @@ class HashingBagOfWords(EmbeddingProvider):
 
 
 class SparseRows:
-    """Unit-length rows of many documents, only their non-zero values kept (compressed sparse
-    rows: `starts[i]:starts[i + 1]` are document i's `buckets` and `values`). The values are
-    those of the dense rows, normalised by the same code, so a score is the same dot product."""
+    """Unit-length rows of many documents, only their non-zero values kept, by bucket (compressed
+    sparse columns: `starts[b]:starts[b + 1]` are the `documents` that hold bucket b and their
+    `values`), so that a query is scored on its own few buckets. The values are those of the
+    dense rows, normalised by the same code, so a score is the same dot product."""
 
-    def __init__(self, starts: np.ndarray, buckets: np.ndarray, values: np.ndarray) -> None:
+    def __init__(self, size: int, starts: np.ndarray, documents: np.ndarray, values: np.ndarray) -> None:
+        self.size = size
         self.starts = starts
-        self.buckets = buckets
+        self.documents = documents
         self.values = values
 
     @classmethod
     def of(cls, model: HashingBagOfWords, texts: list[str]) -> SparseRows:
         import numpy as np
 
-        starts, buckets, values = [np.zeros(1, dtype=np.int64)], [], []
-        end = 0
+        documents, buckets, values = [], [], []
         for first in range(0, len(texts), INDEX_BLOCK):
             rows = normalise_rows(model.embed(texts[first : first + INDEX_BLOCK]))
-            kept, where = np.nonzero(rows)  # row by row, buckets in increasing order
-            counts = np.bincount(kept, minlength=len(rows))
-            starts.append(end + np.cumsum(counts))
-            end += int(counts.sum())
-            buckets.append(where.astype(np.int32))
+            kept, where = np.nonzero(rows)
+            documents.append((kept + first).astype(np.int32))
+            buckets.append(where)
             values.append(rows[kept, where])
-        empty_i, empty_f = np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32)
-        return cls(np.concatenate(starts), np.concatenate(buckets or [empty_i]), np.concatenate(values or [empty_f]))
+        if not documents:
+            empty = np.zeros(0, dtype=np.int32)
+            return cls(0, np.zeros(DIMENSIONS + 1, dtype=np.int64), empty, empty.astype(np.float32))
+        bucket = np.concatenate(buckets)
+        order = np.argsort(bucket, kind="stable")  # by bucket, each bucket's documents in order
+        starts = np.concatenate([[0], np.cumsum(np.bincount(bucket, minlength=DIMENSIONS))])
+        return cls(len(texts), starts, np.concatenate(documents)[order], np.concatenate(values)[order])
 
     def __len__(self) -> int:
-        return len(self.starts) - 1
+        return self.size
 
     def scores(self, query: np.ndarray) -> np.ndarray:
-        """Cosine similarity of a unit-length dense query row to every document: the sum over
-        each document's non-zero buckets, in float64 and then rounded to float32 as the dense
-        product gives it."""
+        """Cosine similarity of a unit-length dense query row to every document: the query's
+        buckets added in increasing order (each document's sum is that of its row's products,
+        in its buckets' order), in float64, then rounded to float32 as the dense product gives it."""
         import numpy as np
 
-        found = np.zeros(len(self), dtype=np.float64)
-        if not len(self.values):
-            return found.astype(np.float32)
-        products = self.values.astype(np.float64) * query.astype(np.float64)[self.buckets]
-        filled = self.starts[:-1] < self.starts[1:]  # reduceat gives an empty row the next value
-        found[filled] = np.add.reduceat(products, self.starts[:-1][filled])
+        found = np.zeros(self.size, dtype=np.float64)
+        for bucket in np.flatnonzero(query):
+            start, end = self.starts[bucket], self.starts[bucket + 1]
+            found[self.documents[start:end]] += self.values[start:end] * np.float64(query[bucket])
         return found.astype(np.float32)
