@@ -7,11 +7,11 @@ are imported on first use, so `import ragmatrix` stays cheap. The pytest plugin 
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ragmatrix.cost.figures import FamilyCosts
+    from ragmatrix.explore.export import load_results
     from ragmatrix.models.client import ModelError
     from ragmatrix.models.protocols import (
         ChatModel,
@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 
 # Each public name and the module that defines it. A family's descriptor and its callbacks are
 # typed with these: the case, the models, the family's table, the report blocks, the plot
-# context and the cost figures.
+# context and the cost figures. `load_results(path)` reads a results folder as a pandas
+# DataFrame, one row per item and iteration.
 _HOMES = {
     "Block": "ragmatrix.seam.blocks",
     "Bullets": "ragmatrix.seam.blocks",
@@ -48,6 +49,7 @@ _HOMES = {
     "Headline": "ragmatrix.seam.tables",
     "Image": "ragmatrix.seam.blocks",
     "Judge": "ragmatrix.models.protocols",
+    "load_results": "ragmatrix.explore.export",
     "Messages": "ragmatrix.models.protocols",
     "Model": "ragmatrix.models.protocols",
     "ModelError": "ragmatrix.models.client",
@@ -87,17 +89,16 @@ __all__ = [
     "PrefetchingChatModel",
     "Retriever",
     "Table",
+    "load_results",
     "provider",
 ]
 
 
+
 def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'ragmatrix' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+    from ragmatrix.foundations.lazy import resolve
+
+    return resolve(globals(), _HOMES, name)
 
 
 def __dir__() -> list[str]:

@@ -15,7 +15,6 @@ names are imported on first use, so importing this module stays cheap.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -97,13 +96,11 @@ __all__ = [
 ]
 
 
+
 def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'ragmatrix.providers' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home[0]), home[1])
-    globals()[name] = value
-    return value
+    from ragmatrix.foundations.lazy import resolve
+
+    return resolve(globals(), _HOMES, name)
 
 
 def __dir__() -> list[str]:

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -201,7 +202,13 @@ def test_a_refused_request_ends_the_command_with_its_clients_closed(project, ser
 
 @pytest.mark.slow
 def test_annotate_resumes_after_a_kill(project, server, tmp_path):
-    server.latency = 0.3
+    answers = threading.Semaphore(4)  # four judgements end; the others wait for answers until the kill
+
+    def four_answers_then_none(messages: list[dict]) -> str:
+        answers.acquire(timeout=300)
+        return knows_the_labels(messages)
+
+    server.answer = four_answers_then_none
     models_file(project / "models.yaml", server, concurrency=2)
     pairs = project / "out.pairs.jsonl"
     command = [sys.executable, "-m", "ragmatrix", "annotate", "in.jsonl", "out.jsonl", "--judges", "scripted"]
@@ -217,7 +224,7 @@ def test_annotate_resumes_after_a_kill(project, server, tmp_path):
         handle.write(b'{"key": "torn", "query_id": "q')
     recorded = len(pairs.read_bytes().splitlines()) - 1
     assert not (project / "out.jsonl").exists()
-    server.latency = 0.0
+    answers.release(1000)  # the next runs are answered at once
     calls = server.count()
     assert run_annotate(project, server) == 0
     total = len(read_jsonl_lenient(pairs))

@@ -7,6 +7,7 @@ thing, runs `pytest benchmark` and checks the line, the exit status and the resu
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -279,3 +280,54 @@ def test_a_models_file_with_a_repeated_key_is_one_line(bench, server, committed)
         stream="stderr",
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+# A run in a process of its own, with its memory capped: reading a link to /dev/zero must fail
+# the test, not the machine. The timeout only guards against a hang (a FIFO with no writer).
+CAPPED_RUN = (
+    "import resource, sys, pytest\n"
+    "resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
+    "sys.exit(pytest.main(['benchmark', '-p', 'no:cacheprovider']))\n"
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_data_file_that_is_a_fifo_or_a_device_is_refused_in_one_line_never_read(bench, committed):
+    data = bench.path / "benchmark" / "data"
+    os.mkfifo(data / "pipe_data.yaml")  # nothing ever writes to it
+    os.symlink("/dev/zero", data / "zero_data.yaml")  # endless bytes
+    result = bench.run(sys.executable, "-c", CAPPED_RUN, timeout=120)
+    assert_one_line(
+        bench,
+        result,
+        "case problem: benchmark/data/pipe_data.yaml: file: cannot read file: not a regular file (a FIFO)",
+        committed,
+    )
+    result.stdout.fnmatch_lines(
+        ["case problem: benchmark/data/zero_data.yaml: file: cannot read file: not a regular file (a character device)"]
+    )
+    result.stdout.fnmatch_lines(["*7 cached*"])  # every other item as it was
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_models_file_that_is_a_fifo_is_one_line(bench, committed):
+    models = bench.path / "benchmark" / "models.yaml"
+    models.unlink()
+    os.mkfifo(models)
+    result = bench.run(sys.executable, "-c", CAPPED_RUN, timeout=120)
+    assert_one_line(
+        bench, result, "ERROR: models.yaml: cannot read file: not a regular file (a FIFO)", committed, stream="stderr"
+    )
+
+
+def test_a_results_file_that_cannot_be_read_is_one_line_and_every_other_row_counts(bench, committed):
+    # a folder where a family's rows would be: unreadable as a file, for root too
+    (bench.path / "benchmark" / "results" / "zelo_battles.jsonl").mkdir()
+    result = run(bench)
+    assert_outcomes(result, cached=ALL_ITEMS)
+    result.stdout.fnmatch_lines(["store: zelo_battles.jsonl: cannot read it (not a regular file (a folder); ignored)"])
+    text = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in text and "ERROR collecting" not in text
+    assert text.count("zelo_battles.jsonl") == 1
+    assert (bench.path / RESULTS).read_bytes() == committed
+    assert (bench.path / "benchmark" / "results" / "zelo_battles.jsonl").is_dir()  # left as it was

@@ -51,4 +51,4 @@ def test_each_query_scored_is_timed_as_it_runs_and_none_again():
         current_meter.reset(tokens[0])
     assert scores.shape == (3, 50)
     (record,) = meter.take()
-    assert record.queries.count == 3 and record.query_load_average is not None
+    assert record.queries.count == 3 and record.load_average is not None

@@ -77,10 +77,8 @@ def test_other_4xx_is_not_retried(chat_model, server):
 
 
 def test_a_hang_past_the_timeout_is_retried_then_answered(chat_model, server):
-    server.inject(Reply.hang(5))
-    started = time.perf_counter()
+    server.inject(Reply.hang(60))  # then it would answer the first request: only a timeout asks twice
     assert chat_model(server, timeout=0.5).chat(QUESTION) == "yes"
-    assert time.perf_counter() - started < 4
     assert server.count() == 2
 
 
@@ -129,7 +127,7 @@ def test_the_breaker_probes_and_gives_the_model_up_only_when_probes_keep_failing
     with pytest.raises(ModelError, match=r"HTTP 503"):
         model.chat(QUESTION)
     with pytest.raises(
-        ModelError, match=r"^model down after 3 failures and 2 failed probes over 1\.\d s: last error HTTP 503"
+        ModelError, match=r"^model down after 3 failures and 2 failed probes over \d+\.\d s: last error HTTP 503"
     ):
         model.chat([{"role": "user", "content": "second"}])
     assert server.count() == 3 + 2
@@ -230,7 +228,7 @@ def test_responses_are_cached_per_sample_and_errors_never(chat_model, server, tm
 
 
 def test_the_concurrency_limit_holds(chat_model, server):
-    server.latency = 0.2
+    server.gather(3)
     model = chat_model(server, concurrency=3)
     answers = model.chat_many([[{"role": "user", "content": f"q{i}"}] for i in range(9)])
     assert answers == ["yes"] * 9
@@ -264,9 +262,8 @@ def test_api_keys_never_reach_an_error_message(chat_model, server, monkeypatch):
 
 def test_timeouts_hold_even_when_the_library_ignores_its_own(chat_model, server):
     # asyncio.wait_for bounds each attempt whatever the client library does
-    server.inject(Reply.hang(3), Reply.hang(3))
+    server.inject(Reply.hang(60), Reply.hang(60))  # then each would answer: only timeouts end the call first
     model = chat_model(server, timeout=0.2, retries=1)
-    started = time.perf_counter()
     with pytest.raises(ModelError, match="timed out"):
         model.chat(QUESTION)
-    assert time.perf_counter() - started < 2
+    assert server.count() == 2

@@ -580,6 +580,31 @@ def test_a_dangling_link_is_not_a_corpus_file(tmp_path):
     assert [f.path for f in corpus.files] == ["a.py"]
 
 
+OTHER_CORPUS_CASE = """
+code_retrieval:
+  - case: elsewhere
+    input: {corpus: {path: other}, chunking: {line: {strategy: line}}, query: "anything"}
+    expected: {expected_files: [a.py], answer_keywords: [a]}
+"""
+
+
+def test_a_file_name_that_is_not_utf8_is_one_line_and_every_other_case_runs(project):
+    other = project.path / "benchmark" / "data" / "other"
+    write(other / "a.py", "def a():\n    return 1\n")
+    with open(os.fsencode(other) + b"/caf\xe9.py", "w") as handle:  # Latin-1, as an old archive may hold
+        handle.write("x = 1\n")
+    write(project.path / "benchmark" / "data" / "other_data.yaml", OTHER_CORPUS_CASE)
+    result = project.runpytest("benchmark", "-p", "no:cacheprovider", "-k", "bm25")
+    result.assert_outcomes(passed=ITEMS // 2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "error in 1 of 1 iteration(s): case 'elsewhere': corpus path other: the file name caf\\xe9.py is not"
+            " UTF-8; rename it, or leave it out with exclude"
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+
+
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root can read any file")
 def test_an_unreadable_corpus_file_is_one_line(tmp_path):
     (tmp_path / "repo").mkdir()

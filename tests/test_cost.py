@@ -72,7 +72,9 @@ def test_two_records_combine_by_counts():
         cache_hits=5,
         variants={"line": {"texts": 100, "encode_s": 10.0}},
         query_ms=LatencyHistogram.of([10, 12]).to_json(),
-        peak_rss_mb=800.0,
+        memory_added_mb=800.0,
+        load_average=3.0,
+        cpus=2,
         first_measured="2026-01-02T00:00:00+00:00",
         last_measured="2026-01-02T00:00:00+00:00",
         sessions=["a"],
@@ -82,7 +84,9 @@ def test_two_records_combine_by_counts():
         encode_s=2.5,
         variants={"line": {"texts": 20, "encode_s": 1.0}, "semantic": {"texts": 30, "encode_s": 1.5}},
         query_ms=LatencyHistogram.of([20]).to_json(),
-        peak_rss_mb=900.0,
+        memory_added_mb=900.0,
+        load_average=1.0,
+        cpus=2,
         model_mb=87.0,
         first_measured="2026-01-01T00:00:00+00:00",
         last_measured="2026-01-03T00:00:00+00:00",
@@ -94,7 +98,8 @@ def test_two_records_combine_by_counts():
         "line": (120, 11.0),
         "semantic": (30, 1.5),
     }
-    assert both.queries.count == 3 and both.peak_rss_mb == 900.0 and both.model_mb == 87.0
+    assert both.queries.count == 3 and both.memory_added_mb == 900.0 and both.model_mb == 87.0
+    assert (both.load_average, both.cpus) == (3.0, 2)  # the busier measurement
     assert (both.first_measured, both.last_measured) == ("2026-01-01T00:00:00+00:00", "2026-01-03T00:00:00+00:00")
     assert both.sessions == ["a", "b"]
     assert combine(b, a).to_json() == both.to_json()  # in any order
@@ -194,9 +199,10 @@ def test_the_meter_records_a_models_own_work_per_family_model_and_device(metered
     assert (found.family, found.model, found.device) == ("fam", "toy", "cpu: X")
     assert found.texts == 3 and found.encode_s > 0 and found.variants["line"].texts == 3
     assert found.queries.count >= 1 and model.encoded[1] == ["q1"]  # each query alone, the first at least
-    assert found.query_load_average is not None  # the load the latency was measured under
+    assert found.load_average is not None  # the load the latency was measured under
     assert (found.model_mb, found.parameters, model.prepared) == (12.5, 1000, 1)
-    assert found.peak_rss_mb is not None and found.peak_rss_mb > 0
+    assert found.memory_added_mb is not None and found.memory_added_mb >= 0
+    assert found.load_average is not None and found.cpus  # how busy the machine was
     assert metered.take() == []  # taken once; the totals keep it
     assert metered.totals[found.key].texts == 3
 
@@ -259,6 +265,23 @@ def test_a_peak_below_the_old_high_water_mark_is_the_largest_sample():
     with PeakMemory() as peak:
         threading.Event().wait(0.1)
     assert peak.rss_mb is not None and 0 < peak.rss_mb <= before + 1
+
+
+def test_memory_is_what_the_work_added_not_what_the_process_held_before():
+    if high_water_mb() is None:
+        pytest.skip("no /proc here")
+    held = bytearray(300 * 2**20)  # another model's weights, say: held before the work and during it
+    held[::4096] = b"x" * len(held[::4096])
+    with PeakMemory() as small:
+        threading.Event().wait(0.05)  # a lexical baseline's small work
+    with PeakMemory() as large:
+        block = bytearray(200 * 2**20)
+        block[::4096] = b"x" * len(block[::4096])
+        del block
+    del held
+    assert small.added_mb is not None and small.added_mb < 50  # not the 300 MB the process held
+    assert small.rss_mb is not None and small.rss_mb > 300  # which the process's peak counts
+    assert large.added_mb is not None and 190 < large.added_mb < 260
 
 
 def test_devices_are_named_with_their_hardware():
@@ -379,7 +402,7 @@ def test_the_code_retrieval_section_is_the_rust_tools_table_with_embeddings_per_
         rows.append(stored_row("code_retrieval", "minilm", f"q1:{chunking}", score, metrics=metrics))
     table = table_of("code_retrieval", rows)
     variants = {"line": {"texts": 100, "encode_s": 10.0}, "semantic": {"texts": 50, "encode_s": 2.0}}
-    measured = record(texts=150, encode_s=12.0, variants=variants, peak_rss_mb=900.0)
+    measured = record(texts=150, encode_s=12.0, variants=variants, memory_added_mb=900.0)
     costs = family_costs(table, [measured])
     blocks = speed_table(table, costs)
     (found,) = [block for block in blocks if isinstance(block, Table)]
@@ -390,4 +413,13 @@ def test_the_code_retrieval_section_is_the_rust_tools_table_with_embeddings_per_
         ["minilm", "semantic", "1", "1.000", "25.0", "cpu: X"],
     ]
     main = costs.of("minilm").main
-    assert main is not None and main.embeddings_per_s == 12.5 and main.peak_memory_mb == 900.0
+    assert main is not None and main.embeddings_per_s == 12.5 and main.memory_added_mb == 900.0
+
+
+def test_a_cost_file_that_cannot_be_read_is_one_problem_and_never_written_over(tmp_path):
+    store = CostStore(tmp_path)
+    (tmp_path / "costs" / "code_retrieval.jsonl").mkdir(parents=True)  # unreadable as a file, for root too
+    problem = "costs/code_retrieval.jsonl: cannot read it (not a regular file (a folder); ignored)"
+    assert store.load_all().problems == [problem]
+    assert store.compact_all() == [problem]
+    assert (tmp_path / "costs" / "code_retrieval.jsonl").is_dir()

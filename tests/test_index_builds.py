@@ -3,11 +3,14 @@ progress bar, a killed build resumed, and the session line's three counts."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import sqlite3
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -74,7 +77,7 @@ def test_an_interrupted_build_keeps_its_finished_blocks_and_the_rerun_embeds_onl
 
 KILLED_BUILD = """
 import sys, time
-from ragmatrix.models.embedder import EmbeddingModel
+from ragmatrix.models.embedder import BLOCK, EmbeddingModel
 from ragmatrix.models.embedding_cache import EmbeddingCache
 from ragmatrix.models.lexical import HashingBagOfWords
 from ragmatrix.models.spec import ModelSpec
@@ -83,11 +86,12 @@ class Slow(HashingBagOfWords):
     encoded = 0
 
     def embed(self, batch):
-        time.sleep(float(sys.argv[2]))  # a model's pace: long enough to be killed mid-build
+        if sys.argv[2] == "stall" and Slow.encoded >= BLOCK:
+            time.sleep(3600)  # past the first block the model stalls, to be killed mid-build
         Slow.encoded += len(batch)
         return super().embed(batch)
 
-texts = [f"chunk {i} " + "word " * (i % 7) for i in range(4 * 256)]
+texts = [f"chunk {i} " + "word " * (i % 7) for i in range(4 * BLOCK)]
 spec = ModelSpec(id="bow", kind="embedder", builtin="bow")
 EmbeddingModel(spec, Slow(), EmbeddingCache(sys.argv[1])).embed_documents(texts)
 print("ENCODED", Slow.encoded)
@@ -110,7 +114,7 @@ def test_a_build_killed_with_sigkill_embeds_only_the_rest_when_run_again(tmp_pat
     script.write_text(KILLED_BUILD)
     cache = tmp_path / "cache"
     environment = {**os.environ, "PYTHONPATH": str(REPO)}
-    process = subprocess.Popen([sys.executable, str(script), str(cache), "0.5"], env=environment)
+    process = subprocess.Popen([sys.executable, str(script), str(cache), "stall"], env=environment)
     deadline = time.monotonic() + 60
     while stored_rows(cache) < BLOCK and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -119,18 +123,24 @@ def test_a_build_killed_with_sigkill_embeds_only_the_rest_when_run_again(tmp_pat
     kept = stored_rows(cache)
     assert BLOCK <= kept < 4 * BLOCK
     done = subprocess.run(
-        [sys.executable, str(script), str(cache), "0"], env=environment, capture_output=True, text=True, check=True
+        [sys.executable, str(script), str(cache), "go"], env=environment, capture_output=True, text=True, check=True
     )
     assert f"ENCODED {4 * BLOCK - kept}" in done.stdout
 
 
-def test_a_long_build_shows_a_progress_bar_with_its_rate_and_a_short_one_none(fresh_run, capsys):
+def test_index_builds_and_windows_of_any_size_show_a_progress_bar_other_work_from_progress_from(fresh_run, capsys):
     assert fresh_run.suspend_capture is None  # on stderr as it is, where capsys reads it
     Recording(None).embed_documents(texts(PROGRESS_FROM - 1))
     assert capsys.readouterr().err == ""
-    Recording(None).index_documents(texts(PROGRESS_FROM))
+    Recording(None).embed_documents(texts(PROGRESS_FROM))
     shown = capsys.readouterr().err
-    assert "bow: embedding: 100%" in shown and f"{PROGRESS_FROM}/{PROGRESS_FROM}" in shown and "chunk/s" in shown
+    assert "bow: embedding: 100%" in shown and f"{PROGRESS_FROM}/{PROGRESS_FROM}" in shown and "text/s" in shown
+    Recording(None).index_documents(texts(3))  # a cold run must never sit silent through an index build
+    shown = capsys.readouterr().err
+    assert "bow: embedding: 100%" in shown and "3/3" in shown and "chunk/s" in shown
+    Recording(None).prefetch(texts(2), [])  # nor through a window of texts embedded ahead
+    shown = capsys.readouterr().err
+    assert "bow: embedding: 100%" in shown and "2/2" in shown
 
 
 def test_the_progress_bar_reaches_the_terminal_through_the_suspended_capture(fresh_run):
@@ -187,3 +197,42 @@ def test_a_benchmark_run_draws_the_bar_on_the_terminal_past_the_capture(pytester
     shown = result.stdout.str() + result.stderr.str()
     assert "bow: embedding: 100%" in shown and f"{PROGRESS_FROM + 10}/{PROGRESS_FROM + 10}" in shown
     assert "chunk/s" in shown
+
+
+def read_all(leader: int) -> str:
+    """Everything written to a terminal whose other end is closed: a terminal hands it over in
+    pieces, and says EIO once it is all read."""
+    pieces = []
+    while True:
+        try:
+            piece = os.read(leader, 65536)
+        except OSError:
+            break
+        if not piece:
+            break
+        pieces.append(piece)
+    os.close(leader)
+    return b"".join(pieces).decode()
+
+
+def test_an_index_build_says_on_a_terminal_which_corpus_it_indexes_and_nothing_off_one(fresh_run, tmp_path, capsys):
+    from ragmatrix.families.code_retrieval.chunking import Chunking
+    from ragmatrix.families.code_retrieval.corpus import CorpusSpec, load_corpus
+    from ragmatrix.families.code_retrieval.retrieval import index_of
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("".join(f"def a{i}():\n    return {i}\n" for i in range(30)))
+    corpus = load_corpus(CorpusSpec(path="src"), tmp_path)
+    index_of(Recording(None), corpus, Chunking(strategy="line"))
+    assert "indexing" not in capsys.readouterr().err  # stderr is no terminal here: no line
+    leader, follower = os.openpty()  # a real terminal, as a user's would be, 120 columns wide
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    with os.fdopen(follower, "w") as terminal:
+        original, sys.stderr = sys.stderr, terminal
+        try:
+            index_of(Recording(None), corpus, Chunking(strategy="line", lines=20, overlap=5))
+        finally:
+            sys.stderr = original
+    shown = read_all(leader)
+    assert "ragmatrix: bow: indexing 4 chunks of path src (line)" in shown
+    assert "bow: embedding: 100%" in shown and "4/4" in shown

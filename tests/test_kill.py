@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -19,7 +20,13 @@ ALL_ITEMS = 7  # 5 LLM items and 2 embedder items (see test_plugin.py)
 
 @pytest.mark.slow
 def test_sigkill_midway_then_resume(bench, server):
-    server.latency = 0.4  # slow enough to kill the run between two items
+    answers = threading.Semaphore(2)  # two items end; the others wait for answers until the kill
+
+    def two_answers_then_none(messages: list[dict]) -> str:
+        answers.acquire(timeout=300)
+        return "yes"
+
+    server.answer = two_answers_then_none
     results = bench.path / "benchmark" / "results"
     store_file = results / "rag_interpretation.jsonl"
     process = subprocess.Popen(
@@ -36,6 +43,7 @@ def test_sigkill_midway_then_resume(bench, server):
         time.sleep(0.05)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
+    answers.release(100)  # the next run is answered at once
     # the kill may also land mid-write: leave a torn line as such a writer would
     with open(store_file, "ab") as handle:
         handle.write(b'{"key": "torn", "family": "rag_interp')

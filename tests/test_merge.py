@@ -203,3 +203,17 @@ def test_a_target_row_is_replaced_only_by_a_better_row_of_the_same_item(tmp_path
     assert set(merged) == {"kept", "newer_elsewhere", "error_elsewhere"}
     assert merged["newer_elsewhere"].score == 1.0 and merged["error_elsewhere"].ok
     assert len(report.conflicts) == 1 and f"fam: t/m/newer_elsewhere: kept {tmp_path / 'shard'}" in report.conflicts[0]
+
+
+def test_a_target_file_that_cannot_be_read_stops_the_merge_before_anything_is_written(tmp_path, capsys):
+    ResultStore(tmp_path / "shard").append("fam", row("x", "m", "k1", 1.0, "2026-01-01T00:00:00+00:00"))
+    ResultStore(tmp_path / "shard").append("other", row("y", "m", "k2", 1.0, "2026-01-01T00:00:00+00:00"))
+    (tmp_path / "results" / "fam.jsonl").mkdir(parents=True)  # its rows cannot be read: never written over
+    assert main(["merge", str(tmp_path / "shard"), "--into", str(tmp_path / "results")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"error: cannot read {tmp_path / 'results' / 'fam.jsonl'} (not a regular file (a folder)),"
+        " so nothing was merged into it"
+    ]
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["fam.jsonl"]
+    assert (tmp_path / "results" / "fam.jsonl").is_dir()

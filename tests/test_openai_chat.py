@@ -178,7 +178,7 @@ def test_rows_and_cached_responses_are_the_same_whichever_client_asked(bench, se
 def test_a_direct_models_first_requests_go_together(server):
     """The direct client's imports are done when it is built, so its first request need not
     go alone, as a cold client's must (see LLM._ask)."""
-    server.latency = 1.0  # long enough for every request sent together to overlap
+    server.gather(4)  # no answer before four requests are in: a first request alone would wait in vain
     spec = server_spec(server, "llm", "scripted", concurrency=4, timeout=10)
     answers = LLM(spec, OpenAIChat(spec), None).chat_many([[{"role": "user", "content": f"q{i}"}] for i in range(4)])
     assert answers == ["yes"] * 4

@@ -155,26 +155,46 @@ def test_hang_then_normal_answer(srv: OpenAIServer) -> None:
     assert time.monotonic() - start >= 0.3
 
 
-def test_an_outage_answers_500_for_its_seconds_then_serves_again(srv: OpenAIServer) -> None:
-    srv.on("sky", "a rule")
-    srv.outage(0.5, from_first_request=True)
-    time.sleep(0.6)  # it starts with the first request, not when it was set
-    assert _chat(srv)[0] == 500 and _post(f"{srv.base_url}/embeddings", {"input": "x"})[0] == 500
-    with urllib.request.urlopen(f"{srv.base_url}/models", timeout=5) as response:
-        assert response.status == 200  # the models list keeps answering
-    time.sleep(0.6)
-    status, _, body = _chat(srv)
-    assert status == 200 and _content(body) == "a rule"
+class Clock:
+    """A clock the test moves itself: what the outage and the rate limit count."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
-def test_a_rate_limit_refuses_what_exceeds_it_with_a_retry_after(srv: OpenAIServer) -> None:
-    srv.rate_limit(3)
-    answers = [_chat(srv) for _ in range(5)]
-    assert [status for status, _, _ in answers] == [200, 200, 200, 429, 429]
-    assert 0 < float(answers[3][1]["retry-after"]) <= 1.0
-    assert srv.rate_limited == 2
-    time.sleep(float(answers[4][1]["retry-after"]))
-    assert _chat(srv)[0] == 200
+def test_an_outage_answers_500_for_its_seconds_then_serves_again() -> None:
+    clock = Clock()
+    with OpenAIServer(clock=clock) as srv:
+        srv.on("sky", "a rule")
+        srv.outage(0.5, from_first_request=True)
+        clock.now += 0.6  # it starts with the first request, not when it was set
+        assert _chat(srv)[0] == 500 and _post(f"{srv.base_url}/embeddings", {"input": "x"})[0] == 500
+        with urllib.request.urlopen(f"{srv.base_url}/models", timeout=5) as response:
+            assert response.status == 200  # the models list keeps answering
+        clock.now += 0.49
+        assert _chat(srv)[0] == 500
+        clock.now += 0.02
+        status, _, body = _chat(srv)
+        assert status == 200 and _content(body) == "a rule"
+
+
+def test_a_rate_limit_refuses_what_exceeds_it_with_a_retry_after() -> None:
+    clock = Clock()
+    with OpenAIServer(clock=clock) as srv:
+        srv.rate_limit(3)
+        answers = [_chat(srv) for _ in range(3)]
+        clock.now += 0.3351
+        answers += [_chat(srv) for _ in range(2)]
+        assert [status for status, _, _ in answers] == [200, 200, 200, 429, 429]
+        # 0.6649 s until the first place frees, rounded up: a client that waits exactly the
+        # Retry-After it was given is let in (rounded to the nearest, 0.66 s, it was refused again)
+        assert [answers[3][1]["retry-after"], answers[4][1]["retry-after"]] == ["0.67", "0.67"]
+        assert srv.rate_limited == 2
+        clock.now += float(answers[4][1]["retry-after"])
+        assert _chat(srv)[0] == 200
 
 
 def test_a_reset_closes_the_connection_without_an_answer(srv: OpenAIServer) -> None:
@@ -192,7 +212,7 @@ def test_an_echo_key_answer_repeats_the_bearer_token_in_a_normal_answer(srv: Ope
 
 def test_stop_does_not_wait_for_a_hanging_handler() -> None:
     server = OpenAIServer().start()
-    server.inject(Reply.hang(30))
+    server.inject(Reply.hang(3600))
     outcome: list[object] = []
 
     def ask() -> None:
@@ -206,10 +226,11 @@ def test_stop_does_not_wait_for_a_hanging_handler() -> None:
     deadline = time.monotonic() + 5
     while server.count() == 0 and time.monotonic() < deadline:
         time.sleep(0.01)
-    start = time.monotonic()
-    server.stop()
-    assert time.monotonic() - start < 2
-    client.join(timeout=5)
+    stopper = threading.Thread(target=server.stop, daemon=True)
+    stopper.start()
+    stopper.join(timeout=60)  # a stop that waited for the handler would wait an hour
+    assert not stopper.is_alive()
+    client.join(timeout=60)
     assert not client.is_alive()
     assert len(outcome) == 1 and isinstance(outcome[0], OSError)  # no answer after stop()
 
@@ -246,17 +267,24 @@ def test_records_and_reset(srv: OpenAIServer) -> None:
 
 
 def test_max_concurrency_with_latency() -> None:
-    with OpenAIServer(latency=0.3) as srv:
-        threads = [threading.Thread(target=lambda: _chat(srv)) for _ in range(4)]
+    # Each answer waits until all four requests are being handled: they must overlap, however
+    # slowly the threads start.
+    together = threading.Barrier(4, timeout=60)
+
+    def answer_together(messages: list[dict[str, Any]]) -> str:
+        together.wait()
+        return "yes"
+
+    with OpenAIServer(answer_together, latency=0.3) as srv:
+        threads = [threading.Thread(target=lambda: _chat(srv, "q")) for _ in range(4)]
         start = time.monotonic()
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        elapsed = time.monotonic() - start
         assert srv.count() == 4
         assert srv.max_concurrency == 4
-        assert 0.3 <= elapsed < 1.0  # the four sleeps overlapped
+        assert time.monotonic() - start >= 0.3  # the latency was waited
 
 
 def test_cli_prints_base_url_and_serves() -> None:
@@ -375,10 +403,8 @@ def test_litellm_maps_faults_to_exceptions(srv: OpenAIServer) -> None:
     assert _complete(litellm, srv).choices == []
     assert _complete(litellm, srv).choices[0].message.content is None
 
-    srv.inject(Reply.hang(1.0))
-    start = time.monotonic()
+    srv.inject(Reply.hang(60))  # then it would answer: only a timeout ends the call first
     with pytest.raises(exceptions.Timeout) as caught_timeout:
         _complete(litellm, srv, timeout=0.5)
-    assert time.monotonic() - start < 1.0
     assert caught_timeout.value.status_code == 408
     assert srv.count() == 6

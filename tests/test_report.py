@@ -257,9 +257,9 @@ def test_ranks_never_go_back_down_the_list():
 
 
 def separated(comparisons: list[Comparison], x: Line, y: Line) -> bool:
-    """Significantly different, or one with full coverage and the other partial."""
+    """x significantly better than y, or one with full coverage and the other partial."""
     found = find(comparisons, x.model, y.model)
-    return x.partial != y.partial or (found is not None and found.significant)
+    return x.partial != y.partial or (found is not None and found.better == x.model)
 
 
 def test_every_rank_rests_on_the_tests_whatever_they_say():
@@ -289,6 +289,120 @@ def test_every_rank_rests_on_the_tests_whatever_they_say():
             if not sharing and above:  # a new rank: its place, resting on a significant difference
                 assert line.rank == place
                 assert any(apart(other, line) for other in above if other.rank == above[-1].rank)
+
+
+def erred_on_the_hard_cases() -> list[dict[str, Any]]:
+    """16 cases: A errs on the 6 hard ones; on the 10 both finished, B = A + 0.05. A's mean (over
+    the easy cases alone) is the higher, yet B is significantly better where both have a score."""
+    rows = []
+    for i in range(16):
+        if i < 10:
+            a = round(0.8 + 0.01 * (i % 5), 2)
+            rows += [row("fam", "A", f"c{i}", [a]), row("fam", "B", f"c{i}", [round(a + 0.05, 2)])]
+        else:
+            rows += [row("fam", "A", f"c{i}", [None]), row("fam", "B", f"c{i}", [round(0.1 + 0.01 * (i % 3), 2)])]
+    return rows
+
+
+def versus_cells(tables: Any) -> dict[tuple[str, str], str]:
+    """(family, model) -> the report's "vs next" cell, read off the report's own blocks."""
+    from ragmatrix.report import content
+    from ragmatrix.seam.blocks import Heading, Table
+
+    cells: dict[tuple[str, str], str] = {}
+    family = ""
+    for block in content.build(tables, content.Plots(), content.Context(results="r")):
+        if isinstance(block, Heading) and block.level == 2:
+            family = block.text
+        if isinstance(block, Table) and block.header[-1] == "vs next":
+            for cells_of_row in block.rows:
+                cells[(family, cells_of_row[1].split(" ")[0])] = cells_of_row[-1]
+    return cells
+
+
+def test_a_model_that_erred_on_the_hard_cases_is_never_ranked_apart_from_one_better_on_the_shared_ones():
+    tables = aggregate(rows_by_family(erred_on_the_hard_cases()), all_families())
+    (table,) = tables.families
+    test = find(table.comparisons, "A", "B")
+    assert test is not None and test.test is not None and test.significant
+    assert test.test.difference == pytest.approx(-0.05) and test.better == "B"
+    # listed by mean, A first; B is significantly better where both finished, so it shares A's rank
+    assert [(line.label, line.rank, line.same_as_above) for line in table.lines] == [("A †", 1, False), ("B", 1, True)]
+    assert versus_cells(tables)[("fam", "A")] == "< B (p = 0.002)"
+    # the same scores with lower-is-better: now A is the better one where both finished
+    lower = Comparison("fam", "A", "B", "cases", 10, test.test, test.p_holm, higher_is_better=False)
+    assert lower.better == "A"
+
+
+def synthetic_family(seed: int) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
+    """A family of known structure: each model has a skill, each case a difficulty; some models
+    err on the hardest cases (their mean then rests on the easy ones only). Returns the rows and
+    every model's scores by case, to check the report against."""
+    generator = random.Random(seed)
+    family = f"fam{seed:02d}"
+    difficulty = {f"c{i}": generator.uniform(0.0, 0.6) for i in range(16)}
+    hardest = sorted(difficulty, key=difficulty.__getitem__, reverse=True)
+    scores: dict[str, dict[str, float]] = {}
+    rows = []
+    for m in range(generator.choice([3, 4])):
+        model, skill = f"m{m}", generator.uniform(0.4, 0.9)
+        erred = set(hardest[: generator.choice([0, 0, 4, 6, 8])])
+        scores[model] = {}
+        for case, hard in difficulty.items():
+            if case in erred:
+                rows.append(row(family, model, case, [None]))
+                continue
+            value = round(min(1.0, max(0.0, skill - hard + generator.gauss(0.0, 0.03))), 2)
+            scores[model][case] = value
+            rows.append(row(family, model, case, [value]))
+    return rows, scores
+
+
+def test_on_families_of_known_structure_every_rank_and_every_vs_next_points_the_right_way():
+    rows, truth = [], {}
+    for seed in range(50):
+        found, scores = synthetic_family(seed)
+        rows += found
+        truth[f"fam{seed:02d}"] = scores
+    tables = aggregate(rows_by_family(rows), all_families())
+    cells = versus_cells(tables)
+
+    def shared_difference(family: str, x: str, y: str) -> float:
+        """Mean of x - y over the cases both finished, computed here from the scores drawn."""
+        shared = sorted(set(truth[family][x]) & set(truth[family][y]))
+        return sum(truth[family][x][c] - truth[family][y][c] for c in shared) / len(shared)
+
+    def significantly_better(table: Any, x: str, y: str) -> bool:
+        test = find(table.comparisons, x, y)
+        return test is not None and test.significant and shared_difference(table.family, x, y) > 0
+
+    new_ranks = shared = worse_cells = better_cells = 0
+    for table in tables.families:
+        assert not table.unranked
+        lines = table.lines
+        for place, line in enumerate(lines, start=1):
+            group = [other for other in lines[: place - 1] if other.rank == line.rank]
+            # a shared rank: nobody it shares with is significantly better on the shared cases
+            assert not any(significantly_better(table, other.model, line.model) for other in group), line
+            if place > 1 and not line.same_as_above:  # a new rank rests on a better model above
+                new_ranks += 1
+                last = [other for other in lines[: place - 1] if other.rank == lines[place - 2].rank]
+                assert any(significantly_better(table, other.model, line.model) for other in last), line
+            shared += line.same_as_above
+            if place == len(lines):
+                continue
+            below, cell = lines[place].model, cells[(table.family, line.model)]
+            if cell.startswith(">"):
+                better_cells += 1
+                assert significantly_better(table, line.model, below), (table.family, cell)
+            elif cell.startswith("<"):
+                worse_cells += 1
+                assert significantly_better(table, below, line.model), (table.family, cell)
+            else:
+                assert not significantly_better(table, line.model, below), (table.family, cell)
+                assert not significantly_better(table, below, line.model), (table.family, cell)
+    # the families exercise every case of the rule
+    assert new_ranks >= 20 and shared >= 5 and better_cells >= 20 and worse_cells >= 2
 
 
 def test_a_table_too_small_to_separate_any_pair_has_no_ranks_and_says_so():
@@ -503,6 +617,29 @@ def test_report_problems_are_one_line(tmp_path, capsys):
     assert err[0].endswith("missing: no such results folder")
     assert err[1].endswith("no result rows (run `pytest benchmark` first)")
     assert err[2].startswith("error: no zelo_battles item nope (items: stale, topic0,")
+
+
+ODD_IDS = ["$\\frac{1}{$", "price $a$ and $b$", "m" * 300]  # rows of a merged store may hold any id
+
+
+def test_a_report_on_odd_model_ids_is_written_whole(tmp_path, capsys):
+    """Ids that are mathtext to matplotlib, or longer than a file name may be, are drawn and
+    named as they are, or cut with a digest; the report is written, with every model in it."""
+    rows = shipped_like_rows()
+    for odd in ODD_IDS:
+        rows += [dict(r, model=odd) for r in shipped_like_rows() if r["model"] == "weak"]
+    results = write_results(tmp_path / "results", rows)
+    assert main(["report", "--results-dir", str(results), "--heatmap", "topic0"]) == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+    report = results / "report"
+    text = (report / "leaderboard.md").read_text()
+    assert all(odd in text for odd in ODD_IDS)
+    heatmaps = sorted(p.name for p in report.glob("zelo_heatmap_topic0_*.png"))
+    assert len(heatmaps) == 2 + len(ODD_IDS)
+    assert max(len(name.encode()) for name in heatmaps) < 255
+    long_one = [name for name in heatmaps if "mmmm" in name]
+    assert len(long_one) == 1 and re.fullmatch(r"zelo_heatmap_topic0_m{69}-[0-9a-f]{10}\.png", long_one[0])
 
 
 def test_after_a_benchmark_run_the_report_shows_the_terminal_numbers(bench, server):

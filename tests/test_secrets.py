@@ -1,4 +1,5 @@
-"""Secrets: the values of the variables models.yaml refers to never leave the process in text."""
+"""Secrets: the values of key variables (named like keys, or declared in models.yaml) never leave the
+process in text; addresses and model names read from other variables show, without a password."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from project import REPO, models_yaml, write
 
 from ragmatrix.foundations import secrets
-from ragmatrix.models.models_file import load_models, select_models
+from ragmatrix.models.models_file import ModelsFileError, load_models, select_models
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.testing.openai_server import Reply
 
@@ -31,20 +32,35 @@ def test_the_variables_an_entry_refers_to_are_its_requires_env_its_env_fields_an
     assert spec.env_names() == {"LOCAL_MODEL_NAME", "LOCAL_BASE", "LOCAL_LLM_AUTH"}
 
 
-def test_loading_models_yaml_makes_its_variables_secret_whatever_their_names(tmp_path, monkeypatch, fresh_run):
-    monkeypatch.setenv("PLAIN_NAMED_VALUE", "opaque-value-77")
-    monkeypatch.setenv("ANOTHER_PLAIN_ONE", "opaque-value-88")
-    assert secrets.redact("x opaque-value-77 y") == "x opaque-value-77 y"  # not yet referred to
+def test_models_yaml_makes_key_variables_secret_whatever_their_names_and_leaves_addresses_shown(
+    tmp_path, monkeypatch, fresh_run
+):
+    monkeypatch.setenv("PLAIN_NAMED_VALUE", "opaque-value-77")  # named by api_key_env: a key
+    monkeypatch.setenv("DECLARED_ONE", "opaque-value-66")  # declared in secret_env
+    monkeypatch.setenv("ANOTHER_PLAIN_ONE", "private-host-88")  # an address: no secret
+    monkeypatch.setenv("LOCAL_MODEL_NAME", "qwen-local-99")  # a model name: no secret
+    assert secrets.redact("x opaque-value-77 y") == "x opaque-value-77 y"  # not yet declared
     path = tmp_path / "models.yaml"
     path.write_text(
+        "secret_env: [DECLARED_ONE]\n"
         "models:\n"
-        "  - {id: a, kind: llm, litellm: 'openai/x', api_base: 'http://h/${ANOTHER_PLAIN_ONE}',"
-        " api_key_env: PLAIN_NAMED_VALUE}\n"
+        "  - {id: a, kind: llm, litellm: 'openai/${LOCAL_MODEL_NAME}', api_base: 'http://${ANOTHER_PLAIN_ONE}/v1',"
+        " api_key_env: PLAIN_NAMED_VALUE, requires_env: [ANOTHER_PLAIN_ONE, LOCAL_MODEL_NAME]}\n"
     )
     load_models(path)
-    assert secrets.redact("x opaque-value-77 y opaque-value-88") == "x *** y ***"
+    text = "opaque-value-77 opaque-value-66 http://private-host-88/v1 openai/qwen-local-99"
+    assert secrets.redact(text) == "*** *** http://private-host-88/v1 openai/qwen-local-99"
+    assert secrets.redact(text, ("ANOTHER_PLAIN_ONE", "LOCAL_MODEL_NAME", "PLAIN_NAMED_VALUE")) == secrets.redact(text)
     monkeypatch.setenv("PLAIN_NAMED_VALUE", "changed-later-99")  # read at each redaction
     assert secrets.redact("changed-later-99") == "***"
+    path.write_text("secret_env: NOT_A_LIST\nmodels: []\n")
+    with pytest.raises(ModelsFileError, match="^models.yaml: secret_env: expected a list of variable names$"):
+        load_models(path)
+
+
+def test_a_password_in_a_url_is_hidden_and_the_rest_of_the_url_shows(fresh_run):
+    text = "server http://user:pass-word-77@10.0.0.5:8000/v1 and postgres://u:p4ss@db/x, not http://h:80/v1"
+    assert secrets.redact(text) == "server http://user:***@10.0.0.5:8000/v1 and postgres://u:***@db/x, not http://h:80/v1"
 
 
 def test_a_key_echoed_by_the_server_is_in_no_result_cache_report_or_output(bench, server, monkeypatch):
@@ -89,21 +105,51 @@ def test_a_key_is_redacted_from_an_error_whatever_its_variable(name, monkeypatch
     assert secrets.redact(f"401: Incorrect API key provided: {KEY}.") == "401: Incorrect API key provided: ***."
 
 
-def test_a_left_out_models_reason_hides_a_server_address_read_from_a_variable(tmp_path, monkeypatch):
-    monkeypatch.setenv("MY_PRIVATE_HOST", "http://127.0.0.1:9/private-path")
+def test_a_left_out_models_reason_names_its_server_read_from_a_variable_without_its_password(
+    tmp_path, monkeypatch, fresh_run
+):
+    monkeypatch.setenv("MY_PRIVATE_HOST", "http://user:pass-word-77@127.0.0.1:9/private-path")  # nothing listens
     path = tmp_path / "models.yaml"
-    path.write_text("models:\n  - {id: a, kind: llm, litellm: openai/x, api_base: '${MY_PRIVATE_HOST}/v1'}\n")
+    path.write_text(
+        "models:\n  - {id: a, kind: llm, litellm: openai/x, api_base: '${MY_PRIVATE_HOST}/v1',"
+        " requires_env: [MY_PRIVATE_HOST]}\n"
+    )
     reason = select_models(load_models(path), None).left_out["a"]
-    assert reason.startswith("server ***/v1 unreachable (") and "private-path" not in reason
+    assert reason.startswith("server http://user:***@127.0.0.1:9/private-path/v1 unreachable (")
+    assert "pass-word-77" not in reason
+
+
+def test_a_server_whose_address_holds_a_password_is_reached_and_its_items_run(bench, server, monkeypatch):
+    """The probe sends `user:password@` as basic authentication, as the clients do, instead of
+    taking it for part of the host name; the address shows in the header, its password never."""
+    monkeypatch.setenv("LOCAL_LLM_BASE", server.base_url.replace("http://", "http://user:pass-word-77@"))
+    extra = """  - id: behind-auth
+    kind: llm
+    litellm: openai/behind-auth
+    api_base: ${LOCAL_LLM_BASE}
+    requires_env: [LOCAL_LLM_BASE]
+  - id: down
+    kind: llm
+    litellm: openai/down
+    api_base: http://user:pass-word-77@127.0.0.1:9/v1
+"""
+    write(bench.path / "benchmark" / "models.yaml", models_yaml(None, extra))
+    result = bench.runpytest("benchmark", "-p", "no:cacheprovider", "-k", "behind-auth")
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(["ragmatrix: left out down: server http://user:***@127.0.0.1:9/v1 unreachable (*"])
+    assert all(r["headers"].get("authorization", "").startswith("Basic ") for r in server.requests)
+    written = [p for p in bench.path.rglob("*") if p.is_file() and p.name != "models.yaml"]  # the file gives it
+    assert not [p.name for p in written if b"pass-word-77" in p.read_bytes()]
+    assert "pass-word-77" not in result.stdout.str()
 
 
 def test_a_key_echoed_in_a_normal_answer_is_in_no_file_the_run_or_the_commands_wrote(bench, server, monkeypatch):
     """The server answers 200 with the bearer token in the text; litellm logs at DEBUG the
-    `api_base` it calls, read from a variable. Neither value may reach any file: results,
-    caches, the log file, junit XML, the report, a merge."""
+    `api_base` it calls, read from a variable, and every header it sends. The key may reach no
+    file: results, caches, the log file, junit XML, the report, a merge."""
     base = server.base_url
     monkeypatch.setenv("LOCAL_LLM_AUTH", KEY)
-    monkeypatch.setenv("LOCAL_LLM_BASE", base)  # named by models.yaml, so secret too
+    monkeypatch.setenv("LOCAL_LLM_BASE", base)  # an address: it may show, the key never
     # through litellm, whose own DEBUG lines name the api_base (the direct client logs nothing)
     extra = """  - id: guarded
     kind: llm
@@ -133,14 +179,10 @@ def test_a_key_echoed_in_a_normal_answer_is_in_no_file_the_run_or_the_commands_w
     assert {"junit.xml", "run.log", "responses.sqlite", "leaderboard.md", "leaderboard.html"} <= {
         p.name for p in written
     }
-    leaks = [
-        str(p.relative_to(bench.path))
-        for p in written
-        if KEY.encode() in p.read_bytes() or base.encode() in p.read_bytes()
-    ]
+    leaks = [str(p.relative_to(bench.path)) for p in written if KEY.encode() in p.read_bytes()]
     assert leaks == []
     shown = "\n".join(result.outlines + result.errlines + [report.stdout, merge.stdout])
-    assert "Captured log" in shown and KEY not in shown and base not in shown
+    assert "Captured log" in shown and KEY not in shown
 
 
 def run_cli(cwd, *arguments: str) -> subprocess.CompletedProcess[str]:

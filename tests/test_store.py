@@ -185,3 +185,14 @@ def test_a_torn_last_line_being_written_is_read_once_it_is_whole(tmp_path):
         handle.write(line[10:] + b"\n")  # the writer was only slow: the line is whole now
     loaded = store.load("fam")
     assert [r.item for r in loaded.rows] == ["a", "b"] and loaded.problems == []
+
+
+def test_a_file_that_cannot_be_read_is_one_problem_and_never_written_over(tmp_path):
+    (tmp_path / "fam.jsonl").mkdir()  # unreadable as a file, for root too
+    store = ResultStore(tmp_path)
+    loaded = store.load("fam")
+    assert loaded.rows == []
+    assert loaded.problems == ["fam.jsonl: cannot read it (not a regular file (a folder); ignored)"]
+    assert store.completed() == set()
+    assert store.compact("fam").problems == loaded.problems
+    assert (tmp_path / "fam.jsonl").is_dir() and not list(tmp_path.glob(".*.tmp"))

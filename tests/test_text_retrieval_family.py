@@ -123,6 +123,24 @@ def test_dataset_problems_are_lines_with_the_case(tmp_path, fresh_run):
     assert lines == ["text_retrieval_data.yaml: case 'tiny': dataset path tiny_beir has no qrels/test.tsv"]
 
 
+BINARY = bytes(range(128, 256)) + bytes(range(256)) * 8  # as a compiled file: 0x80 is no UTF-8
+
+
+@pytest.mark.parametrize(
+    ("file", "line"),
+    [
+        ("queries.jsonl", "queries.jsonl line 1: not UTF-8 text (byte 0x80); BEIR files are UTF-8"),
+        ("qrels/test.tsv", "qrels/test.tsv line 1: not UTF-8 text (byte 0x80); BEIR files are UTF-8"),
+    ],
+)
+def test_a_binary_queries_or_qrels_file_is_one_problem_line(tmp_path, fresh_run, file, line):
+    write(tmp_path / "text_retrieval_data.yaml", CASES)
+    beir_folder(tmp_path)
+    (tmp_path / "tiny_beir" / file).write_bytes(BINARY)
+    lines = [p.line() for p in load_suite(tmp_path, ["text_retrieval"], root=tmp_path).problems]
+    assert lines == [f"text_retrieval_data.yaml: case 'tiny': {line}"]
+
+
 HF_README = """---
 configs:
 - config_name: corpus
@@ -214,6 +232,16 @@ def test_a_beir_folder_runs_end_to_end_on_the_leaderboard_and_reruns_from_the_st
     ]
     assert {(r["model"], r["case"]) for r in rows} == {(m, c) for m in ("bm25", "bow") for c in ("tiny.q1", "tiny.q2")}
     assert_outcomes(project.runpytest("benchmark", "-p", "no:cacheprovider"), cached=4)
+
+
+def test_a_binary_corpus_file_is_one_line_per_item_not_a_traceback(project):
+    (project.path / "benchmark" / "data" / "tiny_beir" / "corpus.jsonl").write_bytes(BINARY)
+    result = project.runpytest("benchmark", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=4)
+    result.stdout.fnmatch_lines(
+        ["error in 1 of 1 iteration(s): case 'tiny.q1': corpus.jsonl line 1: not UTF-8 text (byte 0x80); *"]
+    )
+    assert "Traceback" not in result.stdout.str() and "UnicodeDecodeError" not in result.stdout.str()
 
 
 def test_an_embedder_embeds_every_query_of_the_run_in_one_batch(project, monkeypatch):

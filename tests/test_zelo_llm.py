@@ -58,8 +58,11 @@ def chat_model(server, tmp_path=None, model="judge", **settings) -> LLM:
 
 def test_an_llm_judge_runs_the_pairs_concurrently_and_ranks_by_its_answers(server):
     server.answer = knows_the_labels
-    server.latency = 0.3
     model = chat_model(server, concurrency=8, timeout=30)
+    server.on("warm up", "ok")
+    model.chat([{"role": "user", "content": "warm up"}])  # a cold client's first request goes alone
+    server.reset()
+    server.gather(4)  # no answer before four requests are in
     battles = zelo.battle(model, case(both_orders=True))
     requests = server.count()
     assert requests == battles.judge_calls == len({m.shown for m in battles.matchups})

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-COMMANDS = ("annotate", "rerank_eval", "heatmap", "report", "checksum", "merge", "chunks")
+COMMANDS = ("annotate", "rerank_eval", "heatmap", "report", "view", "show", "export", "checksum", "merge", "chunks")
 
 
 class CommandError(Exception):
@@ -48,3 +49,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader stopped early (`| head`): what it read is all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0

@@ -33,11 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ragmatrix.cli import CommandError
-    from ragmatrix.results.merge import merge_stores
+    from ragmatrix.results.merge import UnreadableTarget, merge_stores
 
     try:
         report = merge_stores(args.sources, args.into)
-    except FileNotFoundError as error:
+    except (FileNotFoundError, UnreadableTarget) as error:
         raise CommandError(str(error)) from None
     for problem in report.problems:
         print(f"ignored: {problem}")

@@ -4,12 +4,15 @@ self-contained page: images inline, no scripts, fonts or network) and PNG plots.
 For each family: the models' mean, 95% CI, n, errors and invalid answers; paired significance
 tests between models (McNemar for yes/no outcomes, a permutation test otherwise, Holm-adjusted);
 every metric; and plots. An overview ranks the models across families. Rows of an older scoring
-version, or of another number of iterations, are left out, and the report says so.
+version, or of another number of iterations, are left out, and the report says so. Tokens are
+priced at the price each run priced them at, kept with its cost records; --models-file re-prices
+them with that file's prices, and the report says so.
 
 examples:
   ragmatrix report
   ragmatrix report --results-dir /tmp/results --out /tmp/report
   ragmatrix report --compare old/results          # also print what changed
+  ragmatrix report --models-file other.yaml       # re-price the tokens with other.yaml's prices
   ragmatrix report --heatmap finance_bond_price_yield
   ragmatrix report -p mypackage.echo              # a family a pytest plugin declares
 """
@@ -35,8 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--models-file",
         type=Path,
         default=None,
-        help="models.yaml whose prices (and litellm model strings) price the LLMs' tokens "
-        "(default: models.yaml beside the results folder, when there is one)",
+        help="re-price the LLMs' tokens with this models.yaml's prices (and litellm model strings) instead "
+        "of the prices the runs priced them at; the report says it re-priced (default: no re-pricing, and "
+        "benchmark/models.yaml looked for from here upward names the variables to redact)",
     )
     parser.add_argument(
         "--compare", type=Path, default=None, metavar="OLD_RESULTS_DIR", help="print what changed since these results"
@@ -61,11 +65,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ragmatrix.cli import CommandError
-    from ragmatrix.cli.locate import NotFound, project_root, results_folder
+    from ragmatrix.cli.locate import NotFound, models_file, project_root, results_folder
     from ragmatrix.foundations.context import start_run
 
     try:
         results: Path = results_folder(args.results_dir)
+        # As every command finds it: --models-file, else benchmark/models.yaml from here upward;
+        # the report runs without one (its cost records keep the prices), wherever the results are.
+        models: Path | None = models_file(args.models_file) if args.models_file is not None else found_models_file()
     except NotFound as error:
         raise CommandError(str(error)) from None
     if not results.is_dir():
@@ -73,9 +80,19 @@ def run(args: argparse.Namespace) -> int:
     if args.compare is not None and not args.compare.is_dir():
         raise CommandError(f"{args.compare}: no such results folder")
     # The project's run: the remembered statistics in its cache folder, its secrets redacted.
-    with start_run(project_root(results.parent / "models.yaml")):
+    with start_run(project_root(models) if models is not None else Path.cwd()):
         _register_plugin_families(args.plugin)
-        return _report(args, results)
+        return _report(args, results, models)
+
+
+def found_models_file() -> Path | None:
+    """benchmark/models.yaml, found from the working directory upward as every command finds it."""
+    from ragmatrix.cli.locate import NotFound, models_file
+
+    try:
+        return models_file(None)
+    except NotFound:
+        return None
 
 
 def _register_plugin_families(modules: list[str]) -> None:
@@ -101,13 +118,13 @@ def _register_plugin_families(modules: list[str]) -> None:
             register(family)
 
 
-def _report(args: argparse.Namespace, results: Path) -> int:
+def _report(args: argparse.Namespace, results: Path, models: Path | None) -> int:
     from ragmatrix.cli import CommandError
     from ragmatrix.cli.locate import RESULTS_DIR
     from ragmatrix.families import all_families
     from ragmatrix.report import load, write_report
 
-    _refer_to_models_file(results)
+    refer_to_models_file(results, models)
     rows, _ = load(results)
     if not rows:
         raise CommandError(f"{results}: no result rows (run `pytest benchmark` first)")
@@ -120,9 +137,6 @@ def _report(args: argparse.Namespace, results: Path) -> int:
     out: Path = args.out or results / "report"
     # The folder as the user would name it: as given, or the project's own when it was looked up.
     shown = str(args.results_dir) if args.results_dir is not None else RESULTS_DIR.as_posix()
-    models_file: Path = args.models_file or results.parent / "models.yaml"
-    if args.models_file is not None and not models_file.is_file():
-        raise CommandError(f"{models_file}: no such models file")
     written = write_report(
         results,
         out,
@@ -130,8 +144,11 @@ def _report(args: argparse.Namespace, results: Path) -> int:
         shown_as=shown,
         compare_dir=args.compare,
         heatmaps=args.heatmap,
-        models_file=models_file,
+        models_file=models,
+        reprice=args.models_file is not None,
     )
+    if args.models_file is not None:
+        print(f"note: tokens re-priced with the prices of {args.models_file}, not those the runs priced them at")
     for left in written.tables.left_out:
         print(f"note: {left.note()}")
     for note in written.notes:
@@ -146,13 +163,15 @@ def _report(args: argparse.Namespace, results: Path) -> int:
     return 0
 
 
-def _refer_to_models_file(results: Path) -> None:
+def refer_to_models_file(results: Path, models: Path | None = None) -> None:
     """The report redacts the values of the variables models.yaml names: read which they are
-    from the models.yaml beside the results folder, or the benchmark's (a broken file names
-    none; the report is still written)."""
+    from `models`, the file the command found, else from the models.yaml beside the results
+    folder or the benchmark's (a broken file names none; the report is still written)."""
+    from ragmatrix.cli.locate import MODELS_FILE
     from ragmatrix.models.models_file import ModelsFileError, load_models
 
-    for path in dict.fromkeys([results.resolve().parent / "models.yaml", Path("benchmark/models.yaml").resolve()]):
+    candidates = [models] if models is not None else [results.resolve().parent / "models.yaml", MODELS_FILE.resolve()]
+    for path in dict.fromkeys(candidates):
         if path.is_file():
             try:
                 load_models(path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ragmatrix.cost.device import is_local
+from ragmatrix.cost.load import is_busy
 from ragmatrix.cost.price import Price
 from ragmatrix.cost.record import CostRecord
 
@@ -26,8 +27,8 @@ class DeviceFigures:
 
     device: str
     embeddings_per_s: float | None  # texts the model encoded per second of its own encode time
-    peak_memory_mb: float | None  # the process's peak resident memory while the model worked
-    gpu_memory_mb: float | None
+    memory_added_mb: float | None  # what the model's work added to the process's resident memory
+    gpu_peak_mb: float | None  # CUDA: the peak GPU memory torch's allocator held while it worked
     latency_ms: tuple[float, float] | None  # p50, p95
     latency_of: str | None  # "query": one query alone; "request": one request, send to answer
     model_size_mb: float | None
@@ -37,10 +38,19 @@ class DeviceFigures:
     first_measured: str | None
     last_measured: str | None
     note: str | None = None
+    process_peak_mb: float | None = None  # older records: the process's peak, not the model's own
+    load_average: float | None = None  # the highest 1-minute load average while measured
+    cpus: int | None = None
 
     @property
     def work(self) -> int:
         return self.texts + self.requests
+
+    @property
+    def busy(self) -> bool:
+        """Measured while the machine's load average exceeded its CPUs: speeds and latencies
+        read the contention as much as the model."""
+        return is_busy(self.load_average, self.cpus)
 
 
 @dataclass
@@ -51,7 +61,12 @@ class ModelCost:
     tokens_counted: int = 0  # calls whose tokens were counted here, the server having reported none
     usd: float | None = None
     price: Price | None = None
-    price_source: str = "unknown"
+    price_source: str = "unknown"  # where the price came from: "models.yaml", "litellm cost map", ...
+    # How the tokens were priced: "as measured" (the price the cost records keep), "read now"
+    # (records that keep none: models.yaml as it is now), "re-priced" (a models file given to
+    # the report on purpose); None when nothing was priced.
+    pricing: str | None = None
+    prices_differ: bool = False  # the runs measured were priced differently: the latest price is used
     note: str | None = None
 
     @property
@@ -90,8 +105,8 @@ def device_figures(record: CostRecord) -> DeviceFigures:
     return DeviceFigures(
         device=record.device,
         embeddings_per_s=None if speed is None else round(speed, 2),
-        peak_memory_mb=record.peak_rss_mb,
-        gpu_memory_mb=record.peak_gpu_mb,
+        memory_added_mb=record.memory_added_mb,
+        gpu_peak_mb=record.peak_gpu_mb,
         latency_ms=latency,
         latency_of=latency_of,
         model_size_mb=record.model_mb,
@@ -101,4 +116,7 @@ def device_figures(record: CostRecord) -> DeviceFigures:
         first_measured=record.first_measured,
         last_measured=record.last_measured,
         note=note,
+        process_peak_mb=record.peak_rss_mb if record.memory_added_mb is None else None,
+        load_average=record.load_average,
+        cpus=record.cpus,
     )

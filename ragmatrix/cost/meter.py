@@ -9,14 +9,15 @@ Two context variables carry the attribution, as `current_usage` carries an item'
 
 Models call the functions below where they work: `encoding` around their own encode calls
 (never cache reads), `served_from_cache`, `time_queries`, `query_latency` and
-`timed_request`. Each adds to the meter's record of (family, model, device). The meter keeps
-the figures since its last flush as deltas, and appends them to the results folder at most
-every `FLUSH_EVERY_S` seconds (after an item) and at session end.
+`timed_request`. Each adds to the meter's record of (family, model, device), with the load
+average of the moment (`ragmatrix.cost.load`). The meter keeps the figures since its last
+flush as deltas, and appends them to the results folder at most every `FLUSH_EVERY_S` seconds
+(after an item) and at session end; a record of requests carries the price its tokens are
+priced at, as the session's `prices` say.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import uuid
@@ -32,7 +33,9 @@ from typing import Any, Protocol, TypeVar
 from ragmatrix.cost import device as devices
 from ragmatrix.cost.device import Device
 from ragmatrix.cost.histogram import LatencyHistogram
+from ragmatrix.cost.load import load_now
 from ragmatrix.cost.memory import PeakMemory
+from ragmatrix.cost.price import NO_PRICE, Price
 from ragmatrix.cost.record import CostRecord, VariantWork
 
 T = TypeVar("T")
@@ -46,6 +49,9 @@ QUERY_SAMPLES = 8
 QUERY_SHARE = 0.05
 
 Key = tuple[str, str, str]  # (family, model id, device)
+# A model id's price and where it comes from ("models.yaml", "litellm cost map", or another word
+# for none), as the session's models.yaml says when the work is measured.
+Prices = Callable[[str], tuple[Price | None, str]]
 
 
 @dataclass(frozen=True)
@@ -66,24 +72,27 @@ class _Delta:
     cache_hits: int = 0
     variants: dict[str, list[float]] = field(default_factory=dict)  # variant -> [texts, seconds]
     queries: LatencyHistogram = field(default_factory=LatencyHistogram)
-    query_load: float | None = None
     requests: int = 0
     request_ms: LatencyHistogram = field(default_factory=LatencyHistogram)
     tokens_in: int = 0
     tokens_out: int = 0
-    peak_rss_mb: float | None = None
+    memory_added_mb: float | None = None
     peak_gpu_mb: float | None = None
     model_mb: float | None = None
     parameters: int | None = None
     first: str | None = None
     last: str | None = None
+    load_average: float | None = None
+    cpus: int | None = None
 
     def touch(self) -> None:
         now = datetime.now(UTC).isoformat(timespec="seconds")
         self.first = self.first or now
         self.last = now
+        load, self.cpus = load_now()
+        self.load_average = _larger(self.load_average, load)
 
-    def record(self, key: Key, session: str) -> CostRecord:
+    def record(self, key: Key, session: str, price: tuple[Price | None, str] | None) -> CostRecord:
         family, model, device = key
         return CostRecord(
             family=family,
@@ -98,18 +107,21 @@ class _Delta:
                 if name
             },
             query_ms=self.queries.to_json(),
-            query_load_average=self.query_load,
             requests=self.requests,
             request_ms=self.request_ms.to_json(),
             tokens_in=self.tokens_in,
             tokens_out=self.tokens_out,
-            peak_rss_mb=None if self.peak_rss_mb is None else round(self.peak_rss_mb, 1),
+            memory_added_mb=None if self.memory_added_mb is None else round(self.memory_added_mb, 1),
             peak_gpu_mb=None if self.peak_gpu_mb is None else round(self.peak_gpu_mb, 1),
             model_mb=None if self.model_mb is None else round(self.model_mb, 1),
             parameters=self.parameters,
             first_measured=self.first,
             last_measured=self.last,
             sessions=[session],
+            load_average=self.load_average,
+            cpus=self.cpus,
+            price=price[0] if price else None,
+            price_source=price[1] if price else None,
         )
 
 
@@ -117,10 +129,12 @@ class Meter:
     """The figures of one process's session, by (family, model, device).
 
     `directory` is the results folder (records go to its `costs/`); None keeps them in memory
-    (`totals`), for a script that reads them itself."""
+    (`totals`), for a script that reads them itself. `prices` prices a model's requests."""
 
-    def __init__(self, directory: Path | None) -> None:
+    def __init__(self, directory: Path | None, prices: Prices | None = None) -> None:
         self.directory = directory
+        self.prices = prices
+        self.texts_embedded = 0  # texts embedders encoded in this process, counted once encoded
         self.session = uuid.uuid4().hex[:12]
         self.totals: dict[Key, CostRecord] = {}  # everything this process measured, flushed or not
         self._deltas: dict[Key, _Delta] = {}
@@ -141,7 +155,10 @@ class Meter:
 
     # -- what models report ------------------------------------------------------------------
 
-    def encoded(self, work: Work, model: str, device: str, texts: int, seconds: float, peak: PeakMemory) -> None:
+    def encoded(
+        self, work: Work, model: str, device: str, texts: int, seconds: float, peak: PeakMemory, embedded: bool = False
+    ) -> None:
+        """`embedded`: the texts were embedded (an embedder's), not indexed (a lexical retriever's)."""
         with self._lock:
             delta = self._delta((work.family, model, device))
             delta.texts += texts
@@ -151,7 +168,8 @@ class Meter:
             variant = delta.variants.setdefault(work.variant, [0, 0.0])
             variant[0] += texts
             variant[1] += seconds
-            delta.peak_rss_mb = _larger(delta.peak_rss_mb, peak.rss_mb if devices.is_local(device) else None)
+            self.texts_embedded += texts if embedded else 0
+            delta.memory_added_mb = _larger(delta.memory_added_mb, peak.added_mb if devices.is_local(device) else None)
             delta.peak_gpu_mb = _larger(delta.peak_gpu_mb, peak.gpu_mb)
             delta.touch()
             self._warm.add(model)
@@ -186,21 +204,21 @@ class Meter:
     def query(self, work: Work, model: str, device: str, ms: float, alone: bool = False) -> None:
         """One query's latency; `alone`: it was timed besides the real work (`time_queries`)."""
         key = (work.family, model, device)
-        load = load_average()
         with self._lock:
             self._query_samples[key] += 1
             if alone:
                 self._query_ms_alone[key] = self._query_ms_alone.get(key, 0.0) + ms
             delta = self._delta(key)
             delta.queries.add(ms)
-            delta.query_load = _larger(delta.query_load, load)
             delta.touch()
 
-    def request(self, work: Work, model: str, device: str, ms: float, tokens: tuple[int, int]) -> None:
+    def request(self, work: Work, model: str, device: str, ms: float | None, tokens: tuple[int, int]) -> None:
+        """One request answered and its tokens; `ms` None: its latency does not count (a cold start)."""
         with self._lock:
             delta = self._delta((work.family, model, device))
             delta.requests += 1
-            delta.request_ms.add(ms)
+            if ms is not None:
+                delta.request_ms.add(ms)
             delta.tokens_in += tokens[0]
             delta.tokens_out += tokens[1]
             delta.touch()
@@ -219,11 +237,18 @@ class Meter:
         with self._lock:
             deltas, self._deltas = self._deltas, {}
             self._flushed_at = time.monotonic()
-        records = [delta.record(key, self.session) for key, delta in sorted(deltas.items())]
+        records = [
+            delta.record(key, self.session, self._price(key[1]) if delta.requests else None)
+            for key, delta in sorted(deltas.items())
+        ]
         for record in records:
             kept = self.totals.get(record.key)
             self.totals[record.key] = record if kept is None else combine(kept, record)
         return records
+
+    def _price(self, model: str) -> tuple[Price | None, str]:
+        price, source = self.prices(model) if self.prices is not None else (None, NO_PRICE)
+        return (price, source) if price is not None else (None, NO_PRICE)
 
     def flush(self, force: bool = False) -> None:
         """Append what was measured since the last flush to `<results>/costs/`, when `force` or
@@ -243,14 +268,6 @@ class Meter:
 current_meter: ContextVar[Meter | None] = ContextVar("current_meter", default=None)
 
 
-def load_average() -> float | None:
-    """The machine's 1-minute load average, where the system says."""
-    try:
-        return round(os.getloadavg()[0], 2)
-    except (AttributeError, OSError):
-        return None
-
-
 def _larger(a: float | None, b: float | None) -> float | None:
     present = [value for value in (a, b) if value is not None]
     return max(present) if present else None
@@ -265,8 +282,8 @@ def _target() -> tuple[Meter, Work] | None:
 # --- the session and its items (the plugin) -------------------------------------------------------
 
 
-def start_session(directory: Path | None) -> Token[Meter | None]:
-    return current_meter.set(Meter(directory))
+def start_session(directory: Path | None, prices: Prices | None = None) -> Token[Meter | None]:
+    return current_meter.set(Meter(directory, prices))
 
 
 def end_session(token: Token[Meter | None]) -> None:
@@ -341,7 +358,8 @@ def encoding(model: Measured, texts: int) -> Iterator[None]:
         began = time.perf_counter()
         yield
         seconds = time.perf_counter() - began
-    meter.encoded(work, model.id, device.name, texts, seconds, peak)
+    embedded = getattr(model, "kind", None) == "embedder"  # a lexical retriever's index is no embedding
+    meter.encoded(work, model.id, device.name, texts, seconds, peak, embedded=embedded)
 
 
 def served_from_cache(model: Measured, texts: int) -> None:
@@ -355,7 +373,7 @@ def time_queries(model: Measured, texts: list[str], encode: Callable[[list[str]]
     """Time a few of `texts` (queries, prefixes applied) embedded one at a time by `encode` (the
     model itself, no cache), once the model has encoded for real in this process: the latency
     of one query, which batching would hide. As few as QUERY_SHARE of the real work allows (at
-    least one per family), each labelled with the load average it was measured under. A model
+    least one per family); the record keeps the load average they were measured under. A model
     over HTTP is not asked again: its requests are timed as they are made."""
     target = _target()
     if target is None or not texts:
@@ -387,14 +405,16 @@ async def timed_request(
 ) -> T:
     """Await one request attempt and, when it answers, record its latency (from send to the
     full answer) and the tokens `usage(answer)` reports. `cold`: the model's first request in
-    this process, which pays for the client's start (imports, connections): not recorded."""
+    this process, which pays for the client's start (imports, connections): its tokens are
+    recorded, its latency is not."""
     target = _target()
     began = time.perf_counter()
     answer = await request
-    if target is not None and not cold:
+    if target is not None:
         meter, work = target
         tokens = usage(answer) if usage is not None else None
         tokens = tokens if isinstance(tokens, dict) else {}
         counts = (int(tokens.get("prompt_tokens") or 0), int(tokens.get("completion_tokens") or 0))
-        meter.request(work, model.id, model.cost_device().name, (time.perf_counter() - began) * 1000.0, counts)
+        ms = None if cold else (time.perf_counter() - began) * 1000.0
+        meter.request(work, model.id, model.cost_device().name, ms, counts)
     return answer

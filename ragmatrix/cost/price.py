@@ -5,12 +5,17 @@ The cost map is the JSON file litellm ships with its package
 nothing is fetched. A model reached through `api_base` (a self-hosted or proxied server) has no
 list price: only models.yaml can price it. A model with neither has no price (None), never a
 price of 0.
+
+A price is looked up when the work is measured, and each cost record keeps it with where it
+came from, so that the report prices the tokens as the run did (`ragmatrix.report.cost`).
+Dollars are written with significant digits (`dollars`): a real $0.00004 never reads $0.0000.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -68,15 +73,49 @@ def listed_price(model: str) -> Price | None:
     return Price(input_per_million=per_in * PER_MILLION, output_per_million=per_out * PER_MILLION)
 
 
+# Where a price came from, as a cost record keeps it.
+FROM_MODELS_FILE = "models.yaml"
+FROM_COST_MAP = "litellm cost map"
+NO_PRICE = "none"
+# The most significant digits a dollar figure under $1 is written with.
+DOLLAR_DIGITS = 3
+
+
+def dollars(value: float | None) -> str:
+    """A dollar figure as text: cents from $1 up, three significant digits below ("$0.00134",
+    "$0.0000400"), "-" for no figure."""
+    if value is None:
+        return "-"
+    if value == 0 or value >= 1:
+        return f"${value:,.2f}"
+    decimals = max(2, DOLLAR_DIGITS - 1 - math.floor(math.log10(value)))
+    return f"${value:.{decimals}f}"
+
+
 def price_of(spec: Any) -> tuple[Price | None, str]:
     """A model spec's price and where it comes from ("models.yaml", "litellm cost map", or
     "unknown")."""
     own = getattr(spec, "price", None)
     if own is not None:
-        return own, "models.yaml"
+        return own, FROM_MODELS_FILE
     model = getattr(spec, "litellm", None)
     if isinstance(model, str) and not getattr(spec, "api_base", None) and "${" not in model:
         listed = listed_price(model)
         if listed is not None:
-            return listed, "litellm cost map"
+            return listed, FROM_COST_MAP
     return None, "unknown"
+
+
+def spec_price(spec: Any) -> tuple[Price | None, str]:
+    """A model's price and where it comes from; an ensemble's only where every member has the
+    same one (its rows hold the members' tokens together)."""
+    if spec is None:
+        return None, "unknown"
+    members = getattr(spec, "members", None)
+    if not members:
+        return price_of(spec)
+    prices = [price_of(member) for member in members]
+    first = prices[0][0]
+    if first is not None and all(price == first for price, _ in prices):
+        return first, prices[0][1]
+    return None, "members priced differently" if all(price for price, _ in prices) else "unknown"

@@ -30,6 +30,7 @@ FOLDER = "costs"
 class LoadedCosts:
     records: list[CostRecord] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    unreadable: str | None = None  # why a file could not be read at all; then it is never rewritten
 
 
 def line_of(record: CostRecord) -> str:
@@ -68,7 +69,11 @@ class CostStore:
     def load(self, family: str) -> LoadedCosts:
         """Every valid record of a family's file, as stored (deltas not yet combined)."""
         path = self.path(family)
-        records, problems = numbered_records(path)
+        try:
+            records, problems = numbered_records(path)
+        except OSError as error:  # unreadable, or a folder or FIFO by that name: its records stay unknown
+            why = str(error.strerror or error)
+            return LoadedCosts(problems=[f"{FOLDER}/{path.name}: cannot read it ({why}; ignored)"], unreadable=why)
         loaded = LoadedCosts(problems=[f"{FOLDER}/{problem}" for problem in problems])
         for number, data in records:
             try:
@@ -88,6 +93,7 @@ class CostStore:
             loaded = self.load(family)
             everything.records += loaded.records
             everything.problems += loaded.problems
+            everything.unreadable = everything.unreadable or loaded.unreadable
         everything.records = combine_all(everything.records)
         return everything
 
@@ -97,11 +103,11 @@ class CostStore:
         writes nothing, so it runs on a folder it cannot write."""
         path = self.path(family)
         loaded = self.load(family)
-        if _is_compact(loaded):
+        if loaded.unreadable or _is_compact(loaded):
             return loaded.problems
         with writes_to(self.directory.parent), self._lock(family):
             loaded = self.load(family)
-            if path.exists() and not _is_compact(loaded):
+            if not loaded.unreadable and path.exists() and not _is_compact(loaded):
                 write_atomically(path, (line_of(record) for record in combine_all(loaded.records)))
         return loaded.problems
 

@@ -18,8 +18,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragmatrix.models.protocols import ChatModel, Messages, Model, Retriever
+from ragmatrix.results.rows import Iteration, Row
 from ragmatrix.seam.case import Case
-from ragmatrix.seam.family import Family
+from ragmatrix.seam.detail import Fields, ItemView, Part, Text, number
+from ragmatrix.seam.family import Family, Source
 from ragmatrix.seam.outcome import Outcome
 from ragmatrix.seam.tables import Headline
 
@@ -359,11 +361,75 @@ def judge_by_similarity(case: RagItem, similarities: list[float]) -> Outcome:
     )
 
 
+# --- what an item shows in `ragmatrix view` and `ragmatrix show` -------------------------------
+
+
+def asked(case: RagItem, row: Row) -> list[Part]:
+    """The messages an LLM was sent (or, for the embedder baseline, the texts it compared), and
+    the expected answer."""
+    expected = case.expected
+    wanted: list[tuple[str, str]] = []
+    if expected.answer is not None:
+        wanted += [("answer", expected.answer), ("match", expected.match)]
+    else:
+        wanted += [("behaviour", str(expected.behaviour)), ("checked by", str(expected.checked_by))]
+        if expected.keywords:
+            keywords = (k if isinstance(k, str) else " | ".join(k) for k in expected.keywords)
+            wanted.append(("keywords", ", ".join(keywords)))
+        if expected.forbidden:
+            wanted.append(("forbidden", ", ".join(expected.forbidden)))
+    parts: list[Part] = [Fields("expected", wanted)]
+    if row.test.endswith("_by_similarity"):
+        parts.append(Text("question (embedded as a query)", case.input.prompt))
+        fragments = enumerate(case.input.fragment_texts, 1)
+        parts += [Text(f"fragment {i} (embedded as a document)", text) for i, text in fragments]
+        return parts
+    for index, message in enumerate(messages(case), start=1):
+        parts.append(Text(f"message {index} ({message['role']})", str(message["content"])))
+    return parts
+
+
+def answered(iteration: Iteration, case: RagItem | None) -> list[Part]:
+    """The raw answer, and what scoring read in it."""
+    found = iteration.details
+    parts: list[Part] = []
+    if "answer" in found:
+        parts.append(Text("answer", str(found["answer"])))
+    read = [
+        (name, number(found[key]) if not isinstance(found[key], list) else ", ".join(map(str, found[key])) or "none")
+        for key, name in (
+            ("parsed", "parsed"),
+            ("exact", "exactly one word"),
+            ("declined", "declined"),
+            ("missing", "keywords missing"),
+            ("forbidden_found", "forbidden words found"),
+            ("verdict", "evaluator's verdict"),
+            ("judged", "evaluator read"),
+            ("similarity", "best similarity"),
+            ("threshold", "threshold"),
+            ("words", "words"),
+        )
+        if key in found
+    ]
+    if read:
+        parts.append(Fields("how it scored", read))
+    return parts
+
+
+VIEW = ItemView(asked=asked, answered=answered)
+
+
 FAMILY = Family(
     name="rag_interpretation",
     scoring_version=SCORING_VERSION,
     case_schema=RagCase,
     headline=Headline("accuracy", "accuracy: the share of items judged or answered right", binary=True),
+    source=Source(
+        "BioChatter's benchmark (Lobentanzer et al.)",
+        "https://github.com/biocypher/biochatter",
+        "MIT",
+        "the case format, its variant expansion and the rag_interpretation checks",
+    ),
     # Only an LLM reads the instruction: its variants collapse for the embedder baseline.
     prompt_fields=("instruction",),
     # BioChatter's system_messages variants become instruction variants where unambiguous.
@@ -372,4 +438,5 @@ FAMILY = Family(
     evaluator_prompt=evaluator_instruction,
     first_requests=first_requests,
     first_texts=first_texts,
+    item_view=VIEW,
 )

@@ -7,7 +7,7 @@ module:
 
 - the event loop every model call runs on (on a thread of its own, `LoopThread`, from the first
   call to the run's end), and the async HTTP clients made on it;
-- the variables whose values are secrets (those models.yaml refers to, see `ragmatrix.foundations.secrets`);
+- the variables whose values are secrets (those models.yaml declares, see `ragmatrix.foundations.secrets`);
 - the way a progress bar reaches the terminal past pytest's capture;
 - the parts that the modules below keep per run (`part`): the model registry, the family and
   provider scans, the corpora, datasets, chunks and indexes the retrieval families read, the
@@ -47,7 +47,7 @@ class RunContext:
         self.root = Path(root)
         self.cache_folder = self.root / CACHE_FOLDER_NAME  # RAGMATRIX_CACHE_DIR wins (ragmatrix.foundations.cache)
         self.use_cache = use_cache  # read and write the response and embedding caches
-        self.secret_names: set[str] = set()  # variables models.yaml refers to
+        self.secret_names: set[str] = set()  # variables models.yaml says hold secrets
         # Progress bars are drawn inside this (pytest's capture suspended); None: on stderr as it is.
         self.suspend_capture: Callable[[], AbstractContextManager[None]] | None = None
         self._parts: dict[Callable[[RunContext], Any], Any] = {}

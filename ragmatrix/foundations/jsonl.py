@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ragmatrix.foundations.regular_file import read_regular
+
 
 def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """The JSON objects of a JSONL file that writers append to, in order, and one problem
@@ -18,9 +20,10 @@ def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
 
 
 def numbered_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]:
-    """`read_jsonl`, with each object's line number."""
+    """`read_jsonl`, with each object's line number. A file that cannot be read raises its
+    OSError (`NotRegularFile` for a FIFO or a folder by that name, which is never read)."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except FileNotFoundError:
         return [], []
     records: list[tuple[int, dict[str, Any]]] = []

@@ -1,9 +1,13 @@
-"""Keep API keys out of results, caches, logs, reports and test ids.
+"""Keep API keys out of results, caches, logs, reports and test ids, and nothing else.
 
-A value is a secret when its variable is named like one (`*KEY*`, `*TOKEN*`, ...) or when
-models.yaml refers to the variable (`requires_env`, `api_key_env`, `${VAR}`), whatever its name:
-`refer_to` registers those names with the run (`ragmatrix.foundations.context`) as the file is read. Values
-are read at each redaction, so a variable set later is covered too.
+A variable's value is secret when the variable is named like one (`*KEY*`, `*TOKEN*`,
+`*SECRET*`, `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`), or when models.yaml says it holds one: a
+field that names a key's variable (`api_key_env`), or the file's `secret_env:` list. `refer_to`
+registers those names with the run (`ragmatrix.foundations.context`) as the file is read.
+Addresses and model names read from other variables (`api_base: ${MY_SERVER}`) are no secrets:
+they show, so that a "left out" line or an error says which server it means. A password written
+inside a URL (`http://user:password@host`) is hidden wherever the URL is shown. Values are read
+at each redaction, so a variable set later is covered too.
 
 Where text leaves the process it passes `redact`: error messages, model answers (before they
 are stored or cached: a server or proxy may echo the key it was sent), the report, and every
@@ -16,33 +20,55 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ragmatrix.foundations.context import current
 
-# Environment variables whose values are treated as secrets.
-SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.IGNORECASE)
+# Environment variables whose values are treated as secrets, and fields that name one.
+SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
 # Shapes of keys that leak into provider error messages even when no variable holds them.
 KEY_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{20,}|Bearer\s+[A-Za-z0-9_\-.]{8,})")
+# The password of a URL's `user:password@`: the address around it shows, the password does not.
+URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@]*:)[^\s/@]+@")
 # Shorter values are not redacted: replacing every "1" or "true" would garble the text.
 MIN_LENGTH = 6
 
 
 def refer_to(names: Iterable[str]) -> None:
-    """Treat these variables' values as secrets for the rest of the run."""
+    """Treat these variables' values as secrets for the rest of the run, whatever their names
+    (models.yaml's `secret_env:`, a field such as `api_key_env`)."""
     current().secret_names.update(names)
 
 
+def key_variables(fields: Mapping[str, Any]) -> set[str]:
+    """The variables that an entry's key fields name (`api_key_env: MY_CRED`, any `*_env` field
+    named like a secret): they hold keys, whatever their own names."""
+    return {
+        value
+        for name, value in fields.items()
+        if name.endswith("_env") and SECRET_NAME.search(name) and isinstance(value, str) and value
+    }
+
+
+def is_secret(name: str) -> bool:
+    """Is this variable's value a secret: named like one, or declared one (`refer_to`)?"""
+    return bool(SECRET_NAME.search(name)) or name in current().secret_names
+
+
 def secret_values(extra_names: tuple[str, ...] = ()) -> list[str]:
-    names = {n for n in os.environ if SECRET_NAME.search(n)} | current().secret_names | set(extra_names)
+    """The values to hide. `extra_names`: a model's variables, of which the secret ones count."""
+    names = {n for n in os.environ if SECRET_NAME.search(n)} | current().secret_names
+    names |= {n for n in extra_names if is_secret(n)}
     values = {os.environ[n] for n in names if len(os.environ.get(n, "")) >= MIN_LENGTH}
     return sorted(values, key=len, reverse=True)
 
 
 def redact(text: str, extra_names: tuple[str, ...] = ()) -> str:
-    """`text` with every secret value and key-shaped token replaced by `***`."""
+    """`text` with every secret value, URL password and key-shaped token replaced by `***`."""
     for value in secret_values(extra_names):
         text = text.replace(value, "***")
+    text = URL_PASSWORD.sub(r"\1***@", text)
     return KEY_SHAPES.sub("***", text)
 
 

@@ -25,6 +25,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from ragmatrix.foundations.regular_file import read_regular
+
 # libyaml's parser when PyYAML was built with it: every run, cached ones included, parses
 # every data file, and the pure-Python parser is several times slower. Construction (where
 # keys are checked) is Python either way.
@@ -72,9 +74,10 @@ def _duplicate(key_node: yaml.Node, first: yaml.Node) -> str:
 
 def read_yaml(path: Path, remember: bool = False) -> Any:
     """The document in the file. Raises OSError when it cannot be read, YamlFileError when it
-    is not UTF-8, not YAML, repeats a key or expands past MAX_EXPANDED_VALUES. `remember`: load
+    is not UTF-8, not YAML, repeats a key or expands past MAX_EXPANDED_VALUES; a FIFO or a
+    device by that name is refused as an OSError (`NotRegularFile`), never read. `remember`: load
     it from the run's cache folder when the file's bytes were read before, and keep it there."""
-    data = path.read_bytes()
+    data = read_regular(path)
     if not remember:
         return _parsed(data)
     copy = _Remembered(path, data)

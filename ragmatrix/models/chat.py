@@ -21,6 +21,7 @@ from ragmatrix.cost.device import Device, remote
 from ragmatrix.foundations.cache import SqliteCache
 from ragmatrix.foundations.keys import md5_of
 from ragmatrix.foundations.secrets import redact
+from ragmatrix.foundations.untrusted import safe_text
 from ragmatrix.models import aio
 from ragmatrix.models.client import Breaker, Client, Failure, ModelError, Throttle
 from ragmatrix.models.spec import ModelSpec
@@ -186,7 +187,7 @@ class LLM:
         hit = self.cache.get(key) if self.cache is not None else None
         # An empty answer cached by an older version is no answer: ask again.
         if hit is not None and str(hit.get("text") or "").strip():
-            text, cut = _capped(redact(str(hit["text"]), self._secret_names))
+            text, cut = _stored(redact(str(hit["text"]), self._secret_names))
             return Answer(text, hit.get("usage"), hit.get("cost"), cached=True, cut=cut or bool(hit.get("cut")))
         # The first attempt of the session goes alone: a client's cold start (lazy imports, its
         # connection pool) blocks the loop, and must not eat the timeout of every request sent
@@ -213,8 +214,9 @@ class LLM:
         finally:
             if first is not None:  # also when no attempt was made (cancelled, model down)
                 first.set()
-        # A server or proxy may echo the key it was sent: the answer is stored, cached and shown.
-        text, cut = _capped(redact(text, self._secret_names))
+        # A server or proxy may echo the key it was sent, and an answer may hold control
+        # sequences: the answer is stored, cached and shown.
+        text, cut = _stored(redact(text, self._secret_names))
         if self.cache is not None:
             entry: dict[str, Any] = {"text": text, "usage": tokens, "cost": cost}
             if cut:
@@ -243,6 +245,13 @@ def _capped(text: str) -> tuple[str, bool]:
     if len(text) <= MAX_ANSWER_CHARS:
         return text, False
     return text[:MAX_ANSWER_CHARS], True
+
+
+def _stored(text: str) -> tuple[str, bool]:
+    """An answer as it is kept: capped, then its control characters escaped (newlines and tabs
+    stay); whether it was cut."""
+    kept, cut = _capped(text)
+    return safe_text(kept), cut
 
 
 def _retrieve(task: asyncio.Task[Answer]) -> None:

@@ -31,6 +31,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from ragmatrix.foundations.untrusted import safe_text
+
 T = TypeVar("T")
 
 
@@ -47,10 +49,11 @@ class CallSettings(Protocol):
 
 
 class ModelError(Exception):
-    """A model call that failed for good."""
+    """A model call that failed for good. Its message often quotes a server's error body: its
+    control characters are escaped, for it is printed and stored."""
 
     def __init__(self, message: str, attempts: int = 1) -> None:
-        super().__init__(message)
+        super().__init__(safe_text(message))
         self.attempts = attempts
 
 

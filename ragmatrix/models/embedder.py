@@ -11,8 +11,9 @@ model in this process is never retried: its failures are its own, not a network'
 Texts the cache cannot serve are encoded longest first (as sentence-transformers orders a
 batch, so padding stays short) in blocks of `BLOCK` texts, and each block is written to the
 cache as soon as it is encoded: a run killed in the middle of an index build embeds only the
-rest when it runs again. From `PROGRESS_FROM` texts on, a progress bar shows the rate and the
-time left.
+rest when it runs again. A progress bar shows the rate and the time left for every index build
+and every window of texts embedded ahead (whatever their size: a cold run must not sit silent),
+and for other work from `PROGRESS_FROM` texts on.
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ from ragmatrix.models import aio
 from ragmatrix.models.client import Client, Failure, ModelError
 from ragmatrix.models.progress import progress
 from ragmatrix.models.spec import EmbedderSpec
-from ragmatrix.models.usage import current_usage
+from ragmatrix.models.usage import Usage, current_usage
 
-# Texts per encode call and cache write: what a killed build can lose, and small enough that the
-# encode call's own overhead stays well under 1% of its time.
-BLOCK = 256
+# Texts per encode call and cache write: what a killed build can lose, and how often the bar moves
+# (about every 4 s for MiniLM on two CPU cores); the encode call's own overhead stays well under
+# 1% of its time.
+BLOCK = 64
 PROGRESS_FROM = 2 * BLOCK
 
 if TYPE_CHECKING:
@@ -185,8 +187,8 @@ class EmbeddingModel:
             self._load_error = self._load_error.splitlines()[0]
             raise ModelError(self._load_error) from error
 
-    def embed_documents(self, texts: list[str], unit: str = "text") -> np.ndarray:
-        return self._embed([self.spec.document_prefix + t for t in texts], unit)
+    def embed_documents(self, texts: list[str], unit: str = "text", progress_from: int = PROGRESS_FROM) -> np.ndarray:
+        return self._embed([self.spec.document_prefix + t for t in texts], unit, progress_from)
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         queries = [self.spec.query_prefix + t for t in texts]
@@ -213,7 +215,9 @@ class EmbeddingModel:
                     self._ahead[text] = (vector, True)
         misses = [t for t in unique if t not in self._ahead]
         if misses:
-            self._ahead.update((t, (row, False)) for t, row in self._encode_in_blocks(misses, "text").items())
+            # a bar for every window's batch, as for an index build: a model's first load happens here
+            encoded = self._encode_in_blocks(misses, "text", progress_from=1)
+            self._ahead.update((t, (row, False)) for t, row in encoded.items())
 
     @property
     def fingerprint(self) -> str:
@@ -224,7 +228,7 @@ class EmbeddingModel:
             self._fingerprint = md5_of(self.spec.output_fingerprint())
         return self._fingerprint
 
-    def _embed(self, texts: list[str], unit: str = "text") -> np.ndarray:
+    def _embed(self, texts: list[str], unit: str = "text", progress_from: int = PROGRESS_FROM) -> np.ndarray:
         """Rows for `texts` (prefixes applied) in order: cached ones read, the distinct misses
         encoded in blocks, each block stored as it is done."""
         import numpy as np
@@ -258,20 +262,26 @@ class EmbeddingModel:
         usage = current_usage.get()
         if usage is not None:
             written_here = self.cache.written_here(self.fingerprint, from_cache) if self.cache is not None else 0
-            usage.texts_embedded += len(misses) + embedded
+            usage.texts_embedded += embedded  # the misses count as their blocks are encoded
             usage.embedding_shared += shared + written_here
             usage.embedding_cache_hits += len(from_cache) - written_here
         if misses:
-            vectors.update(self._encode_in_blocks(misses, unit))
+            vectors.update(self._encode_in_blocks(misses, unit, progress_from, usage))
         return np.stack([vectors[t] for t in texts]).astype(np.float32, copy=False)
 
-    def _encode_in_blocks(self, texts: list[str], unit: str) -> dict[str, np.ndarray]:
+    def _encode_in_blocks(
+        self, texts: list[str], unit: str, progress_from: int = PROGRESS_FROM, usage: Usage | None = None
+    ) -> dict[str, np.ndarray]:
+        """`texts` encoded block by block, each block stored in the cache and counted in `usage`
+        once it is encoded: a block that fails was not embedded."""
         ordered = sorted(texts, key=len, reverse=True)
         blocks = [ordered[i : i + BLOCK] for i in range(0, len(ordered), BLOCK)]
         done: dict[str, np.ndarray] = {}
-        with progress(len(texts), f"{self.id}: embedding", unit) if len(texts) >= PROGRESS_FROM else _silent() as step:
+        with progress(len(texts), f"{self.id}: embedding", unit) if len(texts) >= progress_from else _silent() as step:
             for block in blocks:
                 encoded = self._measured_encode(block)
+                if usage is not None:
+                    usage.texts_embedded += len(block)
                 if self.cache is not None:
                     self.cache.put_many(self.fingerprint, block, encoded)
                 done.update(zip(block, encoded, strict=True))
@@ -358,18 +368,21 @@ class EmbeddingModel:
 
     def index_documents(self, documents: list[str]) -> VectorIndex | ProviderIndex:
         """The documents embedded once (through the cache), ready to score any number of queries;
-        kept the provider's own way where it has one (`EmbeddingProvider.index`)."""
+        kept the provider's own way where it has one (`EmbeddingProvider.index`). Either way the
+        build shows a bar."""
         if documents and self.cost_device().local and _keeps_rows(self.provider):
             texts = [self.spec.document_prefix + t for t in documents]
             self._loaded()
-            with cost.encoding(self, len(texts)):
+            with cost.encoding(self, len(texts)), progress(len(texts), f"{self.id}: indexing", "chunk") as step:
                 rows = self.provider.index(texts)
+                step(len(texts))
             if rows is not None:
                 usage = current_usage.get()
                 if usage is not None:
                     usage.texts_embedded += len(texts)
                 return ProviderIndex(self, rows)
-        return VectorIndex(self, self.embed_documents(documents, unit="chunk") if documents else None)
+        matrix = self.embed_documents(documents, unit="chunk", progress_from=1) if documents else None
+        return VectorIndex(self, matrix)
 
     def query_row(self, query: str) -> np.ndarray:
         """One query's unit-length row (its prefix applied)."""

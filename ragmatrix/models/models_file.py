@@ -13,7 +13,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ragmatrix.foundations.secrets import redact, refer_to
+from ragmatrix.foundations.secrets import key_variables, redact, refer_to
+from ragmatrix.foundations.untrusted import safe_line
 from ragmatrix.foundations.yamlfile import YamlFileError, field_errors, read_yaml
 from ragmatrix.models.providers import error_location, validate
 from ragmatrix.models.spec import FIXTURE_KINDS, ModelSpec
@@ -43,9 +44,15 @@ def load_models(path: Path) -> list[ModelSpec]:
         raise ModelsFileError(f"{path.name}: file not found") from None
     except YamlFileError as error:  # not UTF-8, not YAML, or a key given twice
         raise ModelsFileError(f"{path.name}: {error}") from None
+    except OSError as error:  # unreadable, or a FIFO or device by that name (never read)
+        raise ModelsFileError(f"{path.name}: cannot read file: {error.strerror or error}") from None
     entries = (document or {}).get("models") if isinstance(document, dict) else None
     if not isinstance(entries, list):
         raise ModelsFileError(f"{path.name}: expected a top-level 'models:' list")
+    declared = document.get("secret_env", [])  # variables holding secrets whatever their names
+    if not isinstance(declared, list) or not all(isinstance(name, str) for name in declared):
+        raise ModelsFileError(f"{path.name}: secret_env: expected a list of variable names")
+    refer_to(declared)
     specs: list[ModelSpec] = []
     for index, entry in enumerate(entries):
         name = entry.get("id", f"#{index + 1}") if isinstance(entry, dict) else f"#{index + 1}"
@@ -54,7 +61,7 @@ def load_models(path: Path) -> list[ModelSpec]:
         except ValidationError as error:
             every = "; ".join(f"{error_location(tuple(loc))}: {message}" for loc, message in field_errors(error))
             raise ModelsFileError(f"{path.name}: model '{name}': {every}") from None
-        refer_to(spec.env_names())  # their values are redacted wherever text is stored or shown
+        refer_to(key_variables(spec.model_dump()))  # keys, whatever their names: redacted wherever shown
         if any(s.id == spec.id for s in specs):
             raise ModelsFileError(f"{path.name}: model '{spec.id}': duplicate id")
         specs.append(spec)
@@ -91,7 +98,7 @@ def select_models(specs: list[ModelSpec], wanted: list[str] | None, probe: bool 
     for spec in specs:
         reason = unavailable_reason(spec, probe=probe)
         if reason:
-            chosen.left_out[spec.id] = redact(reason)  # the session header shows it
+            chosen.left_out[spec.id] = safe_line(redact(reason))  # the session header shows it
         else:
             chosen.available.append(spec)
     return chosen

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import urllib.parse
 from typing import Any, Protocol
 
 from ragmatrix.cost.device import Device, remote
@@ -108,7 +109,10 @@ class OpenAIChat(ChatProvider):
             key = NO_KEY
         else:
             key = os.environ.get("OPENAI_API_KEY", "")
-        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
+        headers = {"Content-Type": "application/json"}
+        if urllib.parse.urlsplit(self.endpoint()).username is None:
+            # credentials in the address (`user:password@`) go as basic authentication, as litellm sends them
+            headers["Authorization"] = f"Bearer {key}"
         organization = os.environ.get("OPENAI_ORGANIZATION")
         if organization:  # as litellm sends it
             headers["OpenAI-Organization"] = organization

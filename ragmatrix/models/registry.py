@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ragmatrix.foundations.context import RunContext
-from ragmatrix.foundations.secrets import redact, refer_to
+from ragmatrix.foundations.secrets import key_variables, redact, refer_to
 from ragmatrix.foundations.storage import StorageError
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.spec import ModelSpec
@@ -35,7 +35,7 @@ class Registry:
             return self._built[spec.id]
         if spec.id in self._failed:  # do not retry a load that failed for every test
             raise ModelError(self._failed[spec.id])
-        refer_to(spec.env_names())  # a spec made in code, not read from models.yaml
+        refer_to(key_variables(spec.model_dump()))  # a spec made in code, not read from models.yaml
         try:
             model = spec.expanded().build(self)  # ${VAR} as sent, as it was keyed
         except ModelError as error:

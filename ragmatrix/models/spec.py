@@ -12,10 +12,12 @@ connects itself here (`connect_providers`) when it is imported, and importing an
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 import urllib.error
+import urllib.parse
 import urllib.request
 from importlib.util import find_spec
 from pathlib import Path
@@ -294,10 +296,15 @@ class EmbedderSpec(TextSpec):
 
 def probe_server(api_base: str, timeout: float = 2.0, name: str | None = None) -> str | None:
     """Does anything answer HTTP at the server? Any status counts: we only want to know
-    whether calls could reach it."""
-    url = api_base.rstrip("/") + "/models"
+    whether calls could reach it. A `user:password@` in the address is sent as HTTP basic
+    authentication, as the clients send it (urllib would take it for part of the host name)."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout):
+        parts = urllib.parse.urlsplit(api_base.rstrip("/") + "/models")
+        request = urllib.request.Request(parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl())
+        if parts.username is not None:
+            pair = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+            request.add_header("Authorization", "Basic " + base64.b64encode(pair.encode()).decode())
+        with urllib.request.urlopen(request, timeout=timeout):
             return None
     except urllib.error.HTTPError:
         return None

@@ -27,10 +27,12 @@ import ragmatrix.plugin.pytest_internals as pytest_internals
 import ragmatrix.plugin.runner as runner
 import ragmatrix.plugin.scheduling as scheduling
 from ragmatrix import cost
+from ragmatrix.cost.price import dollars
 from ragmatrix.families import family_named, register
 from ragmatrix.foundations.cache import CACHE_FOLDER
 from ragmatrix.foundations.context import RunContext, start_run
 from ragmatrix.foundations.storage import StorageError
+from ragmatrix.foundations.untrusted import safe_text
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.models_file import ModelsFileError
 from ragmatrix.models.registry import run_registry
@@ -164,7 +166,9 @@ def pytest_configure(config: pytest.Config) -> None:
             # an answer: say why each named model cannot run, and stop.
             reasons = "; ".join(f"{model}: {why}" for model, why in models.left_out.items())
             raise pytest.UsageError(f"no model of --models can run here ({reasons})")
-        session_end.meter = cost.start_session(state.results_dir)  # the models' work is measured
+        # the models' work is measured, and their requests priced as models.yaml says now
+        session_end.meter = cost.start_session(state.results_dir, state.price_of)
+        session_end.measured = cost.current_meter.get()
         if not getattr(config.option, "numprocesses", None) or workerinput is not None:  # not an xdist controller
             for spec in models.available:
                 spec.prepare_meanwhile()
@@ -238,17 +242,19 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     return lines
 
 
-def _usage_line(totals: dict[str, float]) -> str:
+def _usage_line(totals: dict[str, float], texts_embedded: int) -> str:
+    """This run's model work: LLM calls and tokens from the items' usage; texts embedded as the
+    models encoded them (counted once encoded, items that never finished included)."""
     t = {k: int(v) for k, v in totals.items() if k != "cost_usd"}
     line = (
         f"this run: {t.get('calls', 0)} LLM calls ({t.get('cached_calls', 0)} from the response cache), "
         f"{t.get('prompt_tokens', 0) + t.get('completion_tokens', 0)} tokens"
         + (f", {t['answers_unused']} answers sent ahead were never used" if t.get("answers_unused") else "")
-        + f"; {t.get('texts_embedded', 0)} texts embedded, {t.get('embedding_cache_hits', 0)} from the embedding cache "
+        + f"; {texts_embedded} texts embedded, {t.get('embedding_cache_hits', 0)} from the embedding cache "
         f"of earlier runs, {t.get('embedding_shared', 0)} shared within this run"
     )
     if totals.get("cost_usd"):
-        line += f"; cost ${totals['cost_usd']:.4f}"
+        line += f"; cost {dollars(totals['cost_usd'])}"
     return line
 
 
@@ -648,7 +654,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         hint = "; --no-response-cache runs without the caches" if error.what == CACHE_FOLDER else ""
         item.session.shouldstop = f"{error}; the run stops here, and what is stored is unchanged{hint}"
     elif isinstance(error, ModelError | CaseInputError | runner.ModelFailure):
-        report.longrepr = str(error)  # one line, not a traceback wall
+        report.longrepr = safe_text(str(error))  # one line, not a traceback wall; it may quote a file
         state = item.config.stash.get(STATE_KEY, None)
         if call.when == "setup" and isinstance(error, ModelError) and state is not None:
             plan = runner.plan_for(item, state)
@@ -674,6 +680,8 @@ class SessionEnd:
         self.ran = False  # did an item of this session run (and so write a row)?
         self.storage_fault: str | None = None
         self.meter: Any = None  # the cost meter's token, while this session measures
+        self.measured: cost.Meter | None = None  # this process's meter, which counts texts embedded
+        self.embedded_by_workers = 0  # texts the xdist workers' meters counted
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         # Runs in the controller under xdist too: it is how the controller learns that
@@ -701,6 +709,9 @@ class SessionEnd:
         state = self.state
         self.run.close()  # what runs on the loop, the clients, then the models and their caches
         self.end_measuring()
+        output = getattr(session.config, "workeroutput", None)  # an xdist worker tells its controller
+        if output is not None and self.measured is not None:
+            output["ragmatrix_texts_embedded"] = self.measured.texts_embedded
         try:
             if self.controller and state.saw_benchmark_items:
                 self._compact(session)
@@ -720,6 +731,11 @@ class SessionEnd:
         self.unreported = [p.line() for p in state.suite.problems if p.file not in state.collected_data_files]
         if self.unreported and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """xdist: a worker is done; add the texts its models embedded."""
+        self.embedded_by_workers += int(getattr(node, "workeroutput", {}).get("ragmatrix_texts_embedded", 0))
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.end_measuring()  # a session that ended before its end (a usage error)
@@ -772,7 +788,8 @@ class SessionEnd:
         shown = _shown(state.results_dir, state.root)
         option = "" if state.results_dir == state.benchmark_dir / "results" else f" --results-dir {shown}"
         write(f"results: {shown} (significance tests, plots and HTML: ragmatrix report{option})")
-        write(_usage_line(self.totals))
+        embedded = self.embedded_by_workers + (self.measured.texts_embedded if self.measured is not None else 0)
+        write(_usage_line(self.totals, embedded))
         unused = _unused_warning(self.totals)
         if unused is not None:
             write(unused, yellow=True)

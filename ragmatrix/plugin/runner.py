@@ -16,11 +16,12 @@ import pytest
 from ragmatrix import cost
 from ragmatrix.foundations.secrets import redact
 from ragmatrix.foundations.storage import StorageError
+from ragmatrix.foundations.untrusted import safe_data, safe_text
 from ragmatrix.models.client import MODEL_DOWN, ModelError
 from ragmatrix.models.usage import Usage, current_sample, current_usage
 from ragmatrix.plugin.pytest_internals import fixture_names
 from ragmatrix.plugin.session import MODEL_FIXTURES, BenchmarkState, ItemPlan
-from ragmatrix.results.rows import Iteration, Row
+from ragmatrix.results.rows import Iteration, Provenance, Row
 from ragmatrix.seam.case import CaseInputError
 from ragmatrix.seam.outcome import Outcome
 
@@ -86,6 +87,7 @@ def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> No
         finally:
             current_sample.reset(sample_token)
             current_usage.reset(usage_token)
+        entry = safe_data(entry)  # answers, case fields and error messages come from outside
         if usage.answers_cut > cut_before:  # the answer stored is not the whole answer
             entry["answers_cut"] = usage.answers_cut - cut_before
         entry["duration_s"] = round(time.perf_counter() - began, 4)
@@ -93,7 +95,7 @@ def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> No
         if crash is not None:
             break
     cost.end_item(work)
-    row = build_row(plan, entries, usage, time.perf_counter() - started)
+    row = build_row(plan, entries, usage, time.perf_counter() - started, state.provenance)
     state.store.append(plan.family.name, row)
     # Reports travel to the xdist controller; this is how the session totals reach it.
     item.user_properties.append(("ragmatrix_usage", row.usage))
@@ -109,11 +111,13 @@ def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> No
 
 def record_setup_error(plan: ItemPlan, state: BenchmarkState, message: str) -> None:
     """A model that could not even be built: one error row, so the failure is on record."""
-    row = build_row(plan, [{"error": redact(message)}], Usage(), 0.0)
+    row = build_row(plan, [{"error": safe_text(redact(message))}], Usage(), 0.0, state.provenance)
     state.store.append(plan.family.name, row)
 
 
-def build_row(plan: ItemPlan, entries: list[dict[str, Any]], usage: Usage, duration: float) -> Row:
+def build_row(
+    plan: ItemPlan, entries: list[dict[str, Any]], usage: Usage, duration: float, provenance: Provenance
+) -> Row:
     iterations = [Iteration.model_validate(entry) for entry in entries]
     errors = sum(1 for entry in iterations if entry.error is not None)
     scored = [entry for entry in iterations if entry.error is None]
@@ -134,8 +138,9 @@ def build_row(plan: ItemPlan, entries: list[dict[str, Any]], usage: Usage, durat
         iterations=iterations,
         n_iterations=len(iterations),
         errors=errors,
-        invalid=sum(1 for entry in scored if entry.valid is False),
+        invalid=sum(entry.invalid_answers for entry in scored),
         usage=usage.to_json(),
         duration_s=round(duration, 4),
         recorded_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        provenance=provenance,
     )

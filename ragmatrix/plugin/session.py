@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
+from ragmatrix.cost.price import Price, spec_price
 from ragmatrix.families import Family
+from ragmatrix.foundations.cache import cache_dir
 from ragmatrix.foundations.context import current
 from ragmatrix.foundations.keys import result_key
 from ragmatrix.foundations.storage import StorageError
@@ -24,7 +26,8 @@ from ragmatrix.models.models_file import ModelSet, load_models, select_models
 from ragmatrix.models.registry import Registry, run_registry
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.plugin.sharding import Shard
-from ragmatrix.results.rows import Row
+from ragmatrix.results.provenance import provenance
+from ragmatrix.results.rows import Provenance, Row
 from ragmatrix.results.store import ResultStore
 from ragmatrix.seam.case import Case, CaseInputError
 from ragmatrix.suite.evaluator import EvaluatorChoice, choose_evaluator
@@ -74,6 +77,7 @@ class BenchmarkState:
     _corpora: dict[tuple[str, str], str | None] = field(default_factory=dict)
     _reads_prompts: dict[str, bool] | None = None
     _fingerprints: dict[str, tuple[ModelSpec, dict[str, Any]]] = field(default_factory=dict)
+    _provenance: Provenance | None = None
     # Each item's plan, made once at collection: (module, test, model id, case id) -> plan.
     plans: dict[tuple[str, str, str, str], ItemPlan] = field(default_factory=dict)
 
@@ -83,6 +87,13 @@ class BenchmarkState:
         if self._store is None:
             self._store = ResultStore(self.results_dir)
         return self._store
+
+    @property
+    def provenance(self) -> Provenance:
+        """What every row this session writes records of where it comes from, found once."""
+        if self._provenance is None:
+            self._provenance = provenance(self.benchmark_dir, [self.results_dir, cache_dir()])
+        return self._provenance
 
     @property
     def data_dir(self) -> Path:
@@ -130,6 +141,16 @@ class BenchmarkState:
             else:
                 self._evaluator = choose_evaluator(self.benchmark_dir / "models.yaml", self.evaluator_option)
         return self._evaluator
+
+    def price_of(self, model: str) -> tuple[Price | None, str]:
+        """The price this run's requests of `model` (a model of the matrix, the evaluator, or an
+        ensemble's member) are priced at, and where it comes from (`ragmatrix.cost.price`)."""
+        evaluator = [self.evaluator.spec] if self.evaluator.spec is not None else []
+        for spec in [*self.models.available, *evaluator]:
+            for candidate in (spec, *(spec.members or ())):
+                if candidate.id == model:
+                    return spec_price(candidate)
+        return None, "unknown"
 
     def reads_prompts(self) -> dict[str, bool]:
         """Whether each model of models.yaml, in the matrix or not, reads prompt wording."""

@@ -68,10 +68,12 @@ def write_report(
     compare_dir: Path | None = None,
     heatmaps: Sequence[str] | None = None,
     models_file: Path | None = None,
+    reprice: bool = False,
 ) -> Written:
     """Read the results, write the report into `out_dir`, each family read through its
     descriptor in `families`. `shown_as` names the results folder in the report (default: its
-    name); `models_file` prices the LLMs (models.yaml)."""
+    name). The LLMs' tokens are priced at the prices their cost records keep; `models_file`
+    prices what no record keeps a price for, and with `reprice` it prices everything."""
     from ragmatrix.foundations.secrets import redact
     from ragmatrix.report import content, document, leaderboard_json, plots, tradeoff
     from ragmatrix.report.aggregate import aggregate
@@ -83,7 +85,7 @@ def write_report(
     rows, problems = load(results_dir)
     remembered = remembered_stats()
     tables = aggregate(rows, families, problems, memo=remembered)
-    costs, notes = load_costs(tables, results_dir, models_file)
+    costs, notes = load_costs(tables, results_dir, models_file, reprice)
     out_dir.mkdir(parents=True, exist_ok=True)
     own = {t.family: families[t.family] for t in tables.families if t.family in families}
     patterns = [*PLOT_PATTERNS]

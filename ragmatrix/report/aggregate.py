@@ -10,8 +10,10 @@ Per family:
   per-case means; Holm's correction within the family;
 - ranks that never over-claim and never go back down the list: a model with partial coverage
   (fewer cases or variants) is placed after the models with full coverage; a model shares the
-  rank of the models above it unless one of them is significantly better; a table whose cases
-  are too few for any difference to be significant has no ranks, and says why;
+  rank of the models above it unless one of them is significantly better on the cases both
+  finished (a difference the other way, from a model above that erred on the hard cases, never
+  separates); a table whose cases are too few for any difference to be significant has no
+  ranks, and says why;
 - every metric the iterations report, pooled and per variant, and the family's breakdowns,
   each with the same kind of interval as the headline.
 
@@ -22,10 +24,11 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import Any
 
+from ragmatrix.foundations.untrusted import safe_line
 from ragmatrix.report.memo import Memo
 from ragmatrix.results.rows import Row
 from ragmatrix.seam.family import Family
@@ -161,7 +164,7 @@ def _family_table(family: str, descriptor: Family | None, rows: list[Row], memo:
         metrics=metric_lines(family, rows, memo, by_variant=False, descriptor=descriptor),
         metrics_by_variant=by_variant if several else [],
         comparisons=comparisons,
-        variant_comparisons=compare_variants(family, rows, memo) if variants else [],
+        variant_comparisons=compare_variants(family, rows, memo, headline.higher_is_better) if variants else [],
         breakdowns=breakdown_lines(
             family, rows, descriptor.breakdowns if descriptor else (), memo, headline.binary if descriptor else None
         ),
@@ -193,7 +196,7 @@ def _line(model: str, family: str, rows: list[Row], memo: Memo, binary: bool | N
             continue
         for entry in row.scored_iterations():
             by_case[row.case].append(float(entry.score or 0.0))
-            invalid += entry.valid is False
+            invalid += entry.invalid_answers  # a zELO judge's invalid judgements each count
     n = sum(len(values) for values in by_case.values())
     if not n:
         return Line(model, family, None, None, None, "none", 0, len(rows), 0, errors, invalid)
@@ -209,11 +212,11 @@ def rank(lines: list[Line], comparisons: list[Comparison], higher_is_better: boo
 
     Full coverage before partial, then by mean (best first); a model without a score last.
     Down the list, a model shares the rank of the models above it (`same_as_above`) unless one
-    of those is significantly better (Holm-adjusted) or has full coverage where it has not;
-    then its rank is its place in the list. So the ranks never go back down, models that share
-    a rank are never significantly different, and a new rank always rests on a significant
-    difference (or on coverage). When no pair of models shares enough cases for any difference
-    to be significant, no model is ranked.
+    of those is significantly better than it on the shared cases (Holm-adjusted) or has full
+    coverage where it has not; then its rank is its place in the list. So the ranks never go
+    back down, no model shares the rank of one significantly better, and a new rank always rests
+    on a model above that is significantly better (or on coverage). When no pair of models
+    shares enough cases for any difference to be significant, no model is ranked.
     """
     sign = -1.0 if higher_is_better else 1.0
     lines.sort(key=lambda line: (line.mean is None, line.partial, sign * (line.mean or 0.0), line.model))
@@ -234,9 +237,9 @@ def rank(lines: list[Line], comparisons: list[Comparison], higher_is_better: boo
 
 def _separated(above: Line, line: Line, comparisons: list[Comparison]) -> bool:
     """Whether `line` must not share the rank of `above`: partial coverage never ranks level
-    with full coverage, nor a model with one that is significantly better."""
+    with full coverage, nor a model with one that is significantly better than it."""
     test = find(comparisons, above.model, line.model)
-    return above.partial != line.partial or (test is not None and test.significant)
+    return above.partial != line.partial or (test is not None and test.better == above.model)
 
 
 def too_few_to_rank(scored: list[Line], comparisons: list[Comparison]) -> str:
@@ -306,20 +309,26 @@ def remembered_test(x: list[float], y: list[float], memo: Memo) -> PairedTest:
 
 
 def _tested(
-    family: str, a: str, b: str, unit: str, x: list[float], y: list[float], memo: Memo, model: str | None = None
+    family: str,
+    a: str,
+    b: str,
+    unit: str,
+    x: list[float],
+    y: list[float],
+    memo: Memo,
+    model: str | None = None,
+    higher_is_better: bool = True,
 ) -> Comparison:
     if len(x) < MIN_SHARED_CASES:
-        return Comparison(family, a, b, unit if x else "", len(x), None, model=model)
-    return Comparison(family, a, b, unit, len(x), remembered_test(x, y, memo), model=model)
+        return Comparison(family, a, b, unit if x else "", len(x), None, model=model, higher_is_better=higher_is_better)
+    test = remembered_test(x, y, memo)
+    return Comparison(family, a, b, unit, len(x), test, model=model, higher_is_better=higher_is_better)
 
 
 def _with_holm(comparisons: list[Comparison]) -> list[Comparison]:
     tested = [c for c in comparisons if c.test is not None]
     adjusted = iter(holm([c.test.p for c in tested if c.test is not None]))
-    return [
-        Comparison(c.family, c.a, c.b, c.unit, c.pairs, c.test, next(adjusted) if c.test else None, c.model)
-        for c in comparisons
-    ]
+    return [replace(c, p_holm=next(adjusted) if c.test else None) for c in comparisons]
 
 
 def _score_map(rows: Iterable[Row]) -> dict[tuple[str, str], float]:
@@ -342,11 +351,11 @@ def compare_models(
     comparisons = []
     for a, b in combinations(order, 2):
         unit, x, y = _pairs(scores[a], scores[b])
-        comparisons.append(_tested(family, a, b, unit, x, y, memo))
+        comparisons.append(_tested(family, a, b, unit, x, y, memo, higher_is_better=higher_is_better))
     return _with_holm(comparisons)
 
 
-def compare_variants(family: str, rows: list[Row], memo: Memo) -> list[Comparison]:
+def compare_variants(family: str, rows: list[Row], memo: Memo, higher_is_better: bool = True) -> list[Comparison]:
     """For each model with several variants (chunkings, prompt wordings, modes), every pair of
     its variants, paired on the cases both ran; Holm over all of the family's variant tests."""
     comparisons = []
@@ -363,7 +372,8 @@ def compare_variants(family: str, rows: list[Row], memo: Memo) -> list[Compariso
                 continue  # variants of different tests are different questions
             shared = sorted(set(per_case[a]) & set(per_case[b]))
             x, y = [per_case[a][c] for c in shared], [per_case[b][c] for c in shared]
-            comparisons.append(_tested(family, a.split("::")[1], b.split("::")[1], "cases", x, y, memo, model=model))
+            a_name, b_name = a.split("::")[1], b.split("::")[1]
+            comparisons.append(_tested(family, a_name, b_name, "cases", x, y, memo, model, higher_is_better))
     return _with_holm(comparisons)
 
 
@@ -422,7 +432,8 @@ def breakdown_values(row: Row, name: str) -> list[str]:
             found = entry.details.get(name)
     if found is None:
         return []
-    return [str(value) for value in found] if isinstance(found, list) else [str(found)]
+    # read from a results file, shown in a table: one line, whatever the data file held
+    return [safe_line(str(value)) for value in found] if isinstance(found, list) else [safe_line(str(found))]
 
 
 def breakdown_lines(

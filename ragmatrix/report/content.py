@@ -4,6 +4,7 @@ metrics, plots and the family's own sections."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -16,7 +17,8 @@ from ragmatrix.seam.tables import INCOMPLETE, Comparison, FamilyTable, MetricLin
 from ragmatrix.stats.intervals import MIN_CASES_TO_CLUSTER
 from ragmatrix.stats.significance import ALPHA, MCNEMAR
 
-BETTER = ">"  # significantly better than the model ranked next
+BETTER = ">"  # significantly better than the model ranked next, on the cases both finished
+WORSE = "<"  # significantly worse than it there (a higher mean over its own items notwithstanding)
 SAME = "≈"  # no significant difference
 METRICS_PER_TABLE = 4
 
@@ -56,6 +58,7 @@ def build(tables: Tables, plots: Plots, context: Context) -> list[Block]:
         blocks.append(Paragraph(context.checksum))
     blocks += _reading_guide()
     blocks += _overview(tables)
+    blocks += _provenance(tables)
     blocks += _left_out(tables)
     if context.compared_with is not None:
         blocks.append(Heading(2, f"Changes since `{context.compared_with}`"))
@@ -80,7 +83,8 @@ def _reading_guide() -> list[Block]:
                 "**mean** is the family's headline score over every scored iteration of a model's items, on "
                 "the scale each family's heading names. **n** counts scored iterations, **items** the model's "
                 "items, **cases** the cases with a score, **errors** the items that ended in a model error, "
-                "**invalid** the answers that could not be parsed (they score 0).",
+                "**invalid** the answers that could not be parsed (an invalid item scores 0; each of a zELO "
+                "judge's invalid judgements counts, though its item may still have a score).",
                 f"**Clusters.** A case often gives several items (prompt variants, chunkings, iterations); they "
                 f"are not independent draws. So every interval resamples whole cases when some case gives "
                 f"several values and there are at least {MIN_CASES_TO_CLUSTER} cases, and every paired test "
@@ -93,8 +97,11 @@ def _reading_guide() -> list[Block]:
                 f"{MIN_SHARED_CASES} shared cases there is no test: the table says 'too few shared cases'.",
                 f"**Ranks.** Models are listed by mean, and the ranks never go back down the list: a model "
                 f"shares the rank of the models above it, marked {SAME}, unless one of them is significantly "
-                f"better (Holm-adjusted p < {ALPHA}); then its rank is its place in the list. Models that share "
-                f"a rank are never significantly different, and a higher mean marked {SAME} is no win. A table "
+                f"better on the cases both finished (Holm-adjusted p < {ALPHA}); then its rank is its place in "
+                f"the list. No model shares the rank of one significantly better than it, and a higher mean "
+                f"marked {SAME} is no win. **vs next** compares a model with the one listed next on the cases "
+                f"both finished: {BETTER} significantly better, {WORSE} significantly worse (a model that erred "
+                f"on the hard cases can lead by mean and still lose there), {SAME} no significant difference. A table "
                 f"whose cases are too few for any difference to be significant has no ranks, and says so. A "
                 f"model that ran fewer of its tests' cases or variants than the others is marked 'partial (k "
                 f"of n cases)' or 'partial (k of n variants)' and is listed and ranked after every model with "
@@ -138,6 +145,28 @@ def _overview(tables: Tables) -> list[Block]:
     ]
 
 
+def _provenance(tables: Tables) -> list[Block]:
+    """Which versions wrote the rows: row format, ragmatrix version and commit, with counts."""
+    counts: Counter[tuple[int, str, str]] = Counter()
+    for table in tables.families:
+        for row in table.rows:
+            found = row.provenance
+            commit = "-" if not found.commit else f"`{found.commit[:12]}`" + (" (dirty)" if found.dirty else "")
+            counts[(found.format, found.ragmatrix or "-", commit)] += 1
+    if not counts:
+        return []
+    rows = [[str(n), str(fmt), version, commit] for (fmt, version, commit), n in sorted(counts.items())]
+    return [
+        Heading(2, "Provenance"),
+        Paragraph(
+            "What wrote the rows that count: the row format, the ragmatrix version and the benchmark "
+            "repository's commit (dirty: its files differed from that commit). Rows of format 1 were "
+            "written before rows recorded their provenance."
+        ),
+        Table(["rows", "format", "ragmatrix", "commit"], rows, numeric={0, 1}),
+    ]
+
+
 def _left_out(tables: Tables) -> list[Block]:
     items = [left.note() for left in tables.left_out]
     items += [f"unreadable: {problem}" for problem in tables.problems]
@@ -165,6 +194,9 @@ def _family(table: FamilyTable, plots: Plots, descriptor: Family | None) -> list
             f"{len(table.rows)} items."
         ),
     ]
+    if descriptor is not None and descriptor.source is not None:
+        follows = descriptor.source.line()
+        blocks.append(Paragraph(f"{follows[0].upper()}{follows[1:]}."))
     if table.unranked:
         blocks.append(Paragraph(table.unranked[0].upper() + table.unranked[1:] + "."))
     header = ["rank", "model", "mean", "95% CI", "n", "items", "cases", "errors", "invalid", "vs next"]
@@ -199,13 +231,16 @@ def _family(table: FamilyTable, plots: Plots, descriptor: Family | None) -> list
 
 
 def _versus(model: str, comparison: Comparison | None) -> str:
-    """How `model` compares with the model ranked below it."""
+    """How `model` compares with the model ranked below it, on the cases both finished: `>`
+    better, `<` worse (it may lead by mean only because it erred on the hard cases), `≈` no
+    significant difference."""
     if comparison is None:
         return ""
     other = comparison.b if comparison.a == model else comparison.a
     if comparison.test is None or comparison.p_holm is None:
         return f"{comparison.note} with {other}"
-    mark = BETTER if comparison.significant else SAME
+    better = comparison.better
+    mark = SAME if better is None else BETTER if better == model else WORSE
     return f"{mark} {other} (p {_p(comparison.p_holm, relation=True)})"
 
 

@@ -2,11 +2,14 @@
 
 Speed, latency and memory come from the cost records (`ragmatrix.cost`), measured when the work
 was done, per device; a model with records on several devices shows the device with the most
-measured work first, and the others beside it. Tokens and their price come from the rows that
-count in the family's table: the tokens the servers reported (or that were counted where they
-reported none), the evaluator's share left out, priced by models.yaml or litellm's local cost
-map (`ragmatrix.cost.price`). A figure that does not apply, or was never measured, is None:
-never a 0 that could pass for a measurement.
+measured work first, and the others beside it. Tokens come from the rows that count in the
+family's table: the tokens the servers reported (or that were counted where they reported
+none), the evaluator's share left out. They are priced at the price the model's cost records
+keep, the one the run priced them at (models.yaml or litellm's local cost map when the work was
+measured, `ragmatrix.cost.price`); records that keep none (older ones) are priced by models.yaml
+as it is now, and a models file given on purpose re-prices everything; each says which. A
+figure that does not apply, or was never measured, is None: never a 0 that could pass for a
+measurement.
 
 Nothing heavy is imported here: the terminal summary of a cached run uses it.
 """
@@ -18,8 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragmatrix.cost.figures import NOT_MEASURED, DeviceFigures, FamilyCosts, ModelCost, device_figures
-from ragmatrix.cost.price import Price, price_of
-from ragmatrix.cost.record import CostRecord
+from ragmatrix.cost.load import busy_note
+from ragmatrix.cost.price import dollars, spec_price
+from ragmatrix.cost.record import CostRecord, latest_price
 from ragmatrix.seam.blocks import Block, Heading, Image, Paragraph, Table
 from ragmatrix.seam.tables import FamilyTable, Tables
 
@@ -43,25 +47,19 @@ def token_totals(rows: Iterable[Row]) -> tuple[int, int, int, int]:
     return calls, tokens_in, tokens_out, counted
 
 
-def model_price(spec: ModelSpec | None) -> tuple[Price | None, str]:
-    """A model's price; an ensemble's only where every member has the same one (its rows hold
-    the members' tokens together)."""
-    if spec is None:
-        return None, "unknown"
-    members = spec.members
-    if not members:
-        return price_of(spec)
-    prices = [price_of(member) for member in members]
-    first = prices[0][0]
-    if first is not None and all(price == first for price, _ in prices):
-        return first, prices[0][1]
-    return None, "members priced differently" if all(price for price, _ in prices) else "unknown"
+AS_MEASURED = "as measured"
+READ_NOW = "read now"
+REPRICED = "re-priced"
 
 
 def family_costs(
-    table: FamilyTable, records: Sequence[CostRecord], specs: Mapping[str, ModelSpec] | None = None
+    table: FamilyTable,
+    records: Sequence[CostRecord],
+    specs: Mapping[str, ModelSpec] | None = None,
+    reprice: bool = False,
 ) -> FamilyCosts:
-    """The cost figures of every model in a family's table."""
+    """The cost figures of every model in a family's table. Tokens are priced at the price the
+    model's records keep; with `reprice`, or where no record keeps one, by its entry in `specs`."""
     specs = specs or {}
     costs = FamilyCosts(table.family)
     mine = [record for record in records if record.family == table.family]
@@ -79,7 +77,13 @@ def family_costs(
         calls, tokens_in, tokens_out, counted = token_totals(rows_by_model.get(line.model, []))
         if calls > 0 or (spec is not None and spec.kind in ("llm", "ensemble")):
             cost.tokens, cost.tokens_counted = (tokens_in, tokens_out), counted
-            cost.price, cost.price_source = model_price(spec)
+            price, source, differ = latest_price(r for r in mine if r.model == line.model)
+            if source is not None and not reprice:  # the price the run priced them at
+                cost.price, cost.price_source, cost.prices_differ = price, source, differ
+                cost.pricing = AS_MEASURED
+            elif spec is not None:
+                cost.price, cost.price_source = spec_price(spec)
+                cost.pricing = REPRICED if reprice else READ_NOW
             if cost.price is not None:
                 cost.usd = round(cost.price.usd(tokens_in, tokens_out), 8)
         if not found and cost.tokens is None:
@@ -98,14 +102,17 @@ def family_costs(
 
 
 def all_costs(
-    tables: Tables, records: Sequence[CostRecord], specs: Mapping[str, ModelSpec] | None = None
+    tables: Tables, records: Sequence[CostRecord], specs: Mapping[str, ModelSpec] | None = None, reprice: bool = False
 ) -> dict[str, FamilyCosts]:
-    return {table.family: family_costs(table, records, specs) for table in tables.families}
+    return {table.family: family_costs(table, records, specs, reprice) for table in tables.families}
 
 
-def load_costs(tables: Tables, results_dir: Path, models_file: Path | None) -> tuple[dict[str, FamilyCosts], list[str]]:
-    """The cost figures of a results folder's tables, priced by a models.yaml where there is one;
-    and the problems found reading them."""
+def load_costs(
+    tables: Tables, results_dir: Path, models_file: Path | None, reprice: bool = False
+) -> tuple[dict[str, FamilyCosts], list[str]]:
+    """The cost figures of a results folder's tables, priced as the runs priced them (a
+    models.yaml, where there is one, prices what no record keeps a price for; with `reprice`,
+    it prices everything); and the problems found reading them."""
     from ragmatrix.cost.store import CostStore
 
     loaded = CostStore(results_dir).load_all()
@@ -118,7 +125,7 @@ def load_costs(tables: Tables, results_dir: Path, models_file: Path | None) -> t
             specs = {spec.id: spec for spec in load_models(models_file)}
         except ModelsFileError as error:
             problems.append(f"no prices: {error}")
-    return all_costs(tables, loaded.records, specs), problems
+    return all_costs(tables, loaded.records, specs, reprice and bool(specs)), problems
 
 
 # --- the terminal ------------------------------------------------------------------------------
@@ -128,16 +135,12 @@ def _number(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
-def _usd(value: float | None) -> str:
-    return "-" if value is None else f"${value:.4f}"
-
-
 COLUMNS: tuple[tuple[str, Callable[[ModelCost], str]], ...] = (
     ("texts/s", lambda c: _number(c.main.embeddings_per_s) if c.main else "-"),
-    ("peak MB", lambda c: _number(c.main.peak_memory_mb, 0) if c.main else "-"),
+    ("added MB", lambda c: _number(c.main.memory_added_mb, 0) if c.main else "-"),
     ("p50 ms", lambda c: _number(c.main.latency_ms[0]) if c.main and c.main.latency_ms else "-"),
     ("tokens in/out", lambda c: f"{c.tokens[0]:,}/{c.tokens[1]:,}" if c.tokens else "-"),
-    ("USD", lambda c: _usd(c.usd)),
+    ("USD", lambda c: dollars(c.usd)),
     ("device", lambda c: c.main.device if c.main else "-"),
 )
 
@@ -154,8 +157,42 @@ def terminal_columns(costs: FamilyCosts | None, models: Sequence[str]) -> tuple[
     return [COLUMNS[i][0] for i in shown], {model: [cells[model][i] for i in shown] for model in models}
 
 
+def busy_models(costs: FamilyCosts) -> list[str]:
+    """Each model whose figures on its main device were measured on a busy machine, with how busy."""
+    return [
+        f"{model} ({busy_note(cost.main.load_average, cost.main.cpus)})"
+        for model, cost in sorted(costs.models.items())
+        if cost.main is not None and cost.main.busy
+    ]
+
+
+def older_memory(costs: FamilyCosts) -> dict[str, float]:
+    """The models whose records predate what a model's work added to memory: the process's peak
+    they keep instead, which counts whatever else the process held."""
+    return {
+        model: cost.main.process_peak_mb
+        for model, cost in sorted(costs.models.items())
+        if cost.main is not None and cost.main.memory_added_mb is None and cost.main.process_peak_mb is not None
+    }
+
+
+def pricing_notes(costs: FamilyCosts, repriced: bool = True) -> list[str]:
+    """What the prices rest on, where it is not simply the price each run priced its tokens at;
+    without the re-priced models when not `repriced` (the report says that once)."""
+    notes = []
+    for model, cost in sorted(costs.models.items()):
+        if cost.pricing == READ_NOW and cost.price is not None:
+            notes.append(f"{model}: priced from {cost.price_source} as it is now (its cost records keep no price)")
+        elif cost.pricing == REPRICED and repriced:
+            notes.append(f"{model}: re-priced from the models file given ({cost.price_source})")
+        if cost.prices_differ:
+            notes.append(f"{model}: its runs were priced differently; the latest price is used")
+    return notes
+
+
 def terminal_notes(costs: FamilyCosts | None) -> list[str]:
-    """Lines under a family's table: when the figures were measured, and where devices differ."""
+    """Lines under a family's table: when the figures were measured, on how busy a machine, where
+    devices differ, and what the prices rest on."""
     if costs is None:
         return []
     dates = [
@@ -168,9 +205,19 @@ def terminal_notes(costs: FamilyCosts | None) -> list[str]:
         )
     if len(costs.devices) > 1:
         notes.append(f"cost: devices differ ({'; '.join(costs.devices)}): compare speeds only on one device")
+    busy = busy_models(costs)
+    if busy:
+        notes.append(f"cost: measured on a busy machine, speeds and latencies read slow: {', '.join(busy)}")
+    older = older_memory(costs)
+    if older:
+        notes.append(
+            f"cost: no memory added for {', '.join(older)}: older records keep only the process's peak, "
+            "which counts every model the process held"
+        )
     for model, cost in sorted(costs.models.items()):
         if cost.main is not None and cost.main.note:
             notes.append(f"cost: {model}: {cost.main.note}")
+    notes += [f"cost: {note}" for note in pricing_notes(costs)]
     return notes
 
 
@@ -198,7 +245,8 @@ def _size(figures: DeviceFigures | None) -> str:
 def _price(cost: ModelCost) -> str:
     if cost.price is None:
         return "-" if cost.tokens is None else f"none ({cost.price_source})"
-    return f"${cost.price.input_per_million:g} / ${cost.price.output_per_million:g} ({cost.price_source})"
+    source = cost.price_source if cost.pricing in (None, AS_MEASURED) else f"{cost.pricing}: {cost.price_source}"
+    return f"${cost.price.input_per_million:g} / ${cost.price.output_per_million:g} ({source})"
 
 
 def _measured(figures: DeviceFigures | None) -> str:
@@ -212,12 +260,12 @@ REPORT_COLUMNS: tuple[tuple[str, Callable[[ModelCost, DeviceFigures | None], str
     ("device", lambda c, f: f.device if f else "-"),
     ("texts/s", lambda c, f: _number(f.embeddings_per_s) if f else "-"),
     ("latency p50 / p95 ms", lambda c, f: _latency(f)),
-    ("peak memory MB", lambda c, f: _number(f.peak_memory_mb, 0) if f else "-"),
-    ("GPU memory MB", lambda c, f: _number(f.gpu_memory_mb, 0) if f else "-"),
+    ("memory added MB", lambda c, f: _number(f.memory_added_mb, 0) if f else "-"),
+    ("GPU peak MB", lambda c, f: _number(f.gpu_peak_mb, 0) if f else "-"),
     ("model", lambda c, f: _size(f)),
     ("tokens in / out", lambda c, f: f"{c.tokens[0]:,} / {c.tokens[1]:,}" if c.tokens else "-"),
     ("$ per M in / out", lambda c, f: _price(c)),
-    ("USD", lambda c, f: _usd(c.usd)),
+    ("USD", lambda c, f: dollars(c.usd)),
     ("measured", lambda c, f: _measured(f)),
 )
 
@@ -225,9 +273,12 @@ READING = (
     "Measured when the work was done, never from a cache read, and kept per device: **texts/s** is "
     "texts per second of the model's own encode calls (index builds, queries), **latency** one query "
     "embedded alone after warm-up (query) or one request from send to the full answer (request), "
-    "**peak memory** the process's resident peak while the model worked. Tokens and dollars are those "
-    "of the rows in the table above (an evaluator's share left out), priced by models.yaml or "
-    "litellm's cost map; `-` is a figure that does not apply or was never measured, never a zero."
+    "**memory added** how far the process's resident memory rose above what it held when the model's "
+    "work began (what its work added, not what the process held), **GPU peak** the most GPU memory "
+    "torch's allocator held while it worked. Tokens and dollars are those of the rows in the table "
+    "above (an evaluator's share left out), priced at the price the run priced them at (models.yaml "
+    "or litellm's cost map when the work was measured); `-` is a figure that does not apply or was "
+    "never measured, never a zero."
 )
 
 
@@ -262,7 +313,33 @@ def report_blocks(
             )
         )
     blocks.append(Table(header, rows, numeric={1, *(2 + k for k, i in enumerate(shown) if 1 <= i <= 4)}))
+    busy = busy_models(costs)
+    if busy:
+        blocks.append(
+            Paragraph(
+                "Measured on a busy machine (a load average above its CPUs): the speeds and latencies of "
+                f"{', '.join(busy)} read the contention as much as the model."
+            )
+        )
+    older = older_memory(costs)
+    if older:
+        peaks = ", ".join(f"{model} {peak:,.0f} MB" for model, peak in older.items())
+        blocks.append(
+            Paragraph(
+                "Older cost records keep only the process's peak memory while the model worked, which "
+                f"counts every model the process held, not what this one's work added ({peaks}): their "
+                "memory added is `-` until their work is measured again."
+            )
+        )
+    if any(cost.pricing == REPRICED for cost in costs.models.values()):
+        blocks.append(
+            Paragraph(
+                "**Re-priced**: the dollars use the prices of the models file given to the report "
+                "(`--models-file`), not the prices the runs priced their tokens at."
+            )
+        )
     notes = [f"{model}: {cost.note}" for model, cost in sorted(costs.models.items()) if cost.note]
+    notes += pricing_notes(costs, repriced=False)
     if notes:
         blocks.append(Paragraph("Notes: " + "; ".join(notes) + "."))
     several = {model: cost for model, cost in costs.models.items() if len(cost.devices) > 1}

@@ -2,7 +2,11 @@
 self-contained HTML page.
 
 Both formats are rendered from the same blocks, so they always say the same thing. Inline text
-may hold `code` spans and **bold**; nothing else is interpreted.
+may hold `code` spans and **bold**; nothing else is interpreted. Much of it comes from data
+(model ids, case fields, tags, answers, paths), so both renderers escape everything else: the
+HTML page through `html.escape`, the markdown by escaping what GitHub would read as HTML, a
+link, an image, emphasis or a table's edge, and by keeping every block's text on one line (a
+newline in a name would break its table).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import base64
 import html
 import re
 from pathlib import Path
+from urllib.parse import quote
 
 from ragmatrix.seam.blocks import Block, Bullets, Heading, Image, Paragraph, Table
 
@@ -21,26 +26,56 @@ def markdown(blocks: list[Block]) -> str:
     out: list[str] = []
     for block in blocks:
         if isinstance(block, Heading):
-            out.append("#" * block.level + " " + block.text)
+            text = _md_inline(block.text)
+            out.append("#" * block.level + " " + (text[:-1] + "\\#" if text.endswith("#") else text))
         elif isinstance(block, Paragraph):
-            out.append(block.text)
+            out.append(_md_inline(block.text))
         elif isinstance(block, Bullets):
-            out.append("\n".join(f"- {item}" for item in block.items))
+            out.append("\n".join(f"- {_md_inline(item)}" for item in block.items))
         elif isinstance(block, Table):
             out.append(_markdown_table(block))
         elif isinstance(block, Image):
-            out.append(f"![{block.alt}]({block.file})")
+            alt = _md_text(block.alt).replace("[", "\\[").replace("]", "\\]")
+            out.append(f"![{alt}]({quote(block.file)})")
     return "\n\n".join(out) + "\n"
 
 
 def _markdown_table(table: Table) -> str:
     def cell(text: str) -> str:
-        return text.replace("|", "\\|")
+        return _md_inline(text).replace("|", "\\|")
 
     lines = ["| " + " | ".join(cell(h) for h in table.header) + " |"]
     lines.append("|" + "|".join("---:" if i in table.numeric else "---" for i in range(len(table.header))) + "|")
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in table.rows]
     return "\n".join(lines)
+
+
+# The markup blocks may hold: `code` spans (kept as they are: markdown reads nothing inside them)
+# and **bold** (its inside escaped like the rest).
+_MARKUP = re.compile(r"(`[^`\n]+`)|\*\*(.+?)\*\*")
+# What GitHub would read as something else in text: a backslash, HTML and entities, emphasis and
+# strike-through, a `]` that opens a link's or an image's target (`](`, `][`, `]:`).
+_MD_SPECIAL = re.compile(r"[\\<&*~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|\](?=[(\[:])")
+_MD_ESCAPES = {"<": "&lt;", "&": "&amp;"}
+
+
+def _md_text(text: str) -> str:
+    """Plain text as markdown that shows it as it is, on one line."""
+    one_line = " ".join(text.splitlines())
+    return _MD_SPECIAL.sub(lambda m: _MD_ESCAPES.get(m.group(), "\\" + m.group()), one_line)
+
+
+def _md_inline(text: str) -> str:
+    """A block's inline text as markdown: its code spans and bold kept, everything else escaped."""
+    out: list[str] = []
+    done = 0
+    for match in _MARKUP.finditer(text):
+        out.append(_md_text(text[done : match.start()]))
+        code, bold = match.groups()
+        out.append(code if code is not None else f"**{_md_text(bold)}**")
+        done = match.end()
+    out.append(_md_text(text[done:]))
+    return "".join(out)
 
 
 # --- HTML --------------------------------------------------------------------------------------

@@ -16,7 +16,9 @@ from ragmatrix.cost.figures import DeviceFigures, FamilyCosts, ModelCost
 from ragmatrix.seam.tables import Tables
 
 FILE_NAME = "leaderboard.json"
-VERSION = 1
+# 2: memory_added_mb (what the model's work added) for peak_memory_mb (the process's peak),
+# gpu_peak_mb, process_peak_mb (older records), the load average, and how the tokens were priced.
+VERSION = 2
 
 
 class _Strict(BaseModel):
@@ -36,7 +38,7 @@ class Tokens(_Strict):
 class PriceEntry(_Strict):
     input_per_million: float
     output_per_million: float
-    source: str  # "models.yaml" or "litellm cost map"
+    source: str  # where the price came from: "models.yaml" or "litellm cost map"
 
 
 class Measured(_Strict):
@@ -49,17 +51,22 @@ class Cost(_Strict):
 
     device: str | None  # "cpu: <CPU model>", "cuda: <GPU name>", "mps", "remote"; null: nothing measured
     embeddings_per_s: float | None  # texts the model itself encoded per second (embedders, retrievers)
-    peak_memory_mb: float | None  # the process's peak resident memory while the model worked (local)
+    memory_added_mb: float | None  # what the model's work added to the process's resident memory (local)
     latency_ms: Latency | None  # see latency_of
     tokens: Tokens | None  # LLMs: tokens of the rows that count, as the servers reported them
     usd: float | None  # tokens x price; null without a price
     latency_of: str | None  # "query": one query embedded alone; "request": send to full answer
-    gpu_memory_mb: float | None  # CUDA: the peak GPU memory torch allocated while the model worked
+    gpu_peak_mb: float | None  # CUDA: the peak GPU memory torch's allocator held while the model worked
     model_size_mb: float | None  # the model's files on disk
     parameters: int | None
     tokens_counted: bool  # some calls' tokens were counted here: their server reported none
     price: PriceEntry | None
+    pricing: str | None  # "as measured", "read now" (records that keep no price), "re-priced"
     measured: Measured | None  # when the figures of this device were measured (UTC)
+    load_average: float | None  # the highest 1-minute load average while they were measured
+    cpus: int | None
+    busy: bool  # measured while the load average exceeded the CPUs: speeds and latencies read slow
+    process_peak_mb: float | None  # older records only: the process's peak memory, not the model's
     note: str | None
 
 
@@ -107,17 +114,22 @@ def _cost(cost: ModelCost, figures: DeviceFigures | None) -> Cost:
     return Cost(
         device=f.device if f else None,
         embeddings_per_s=f.embeddings_per_s if f else None,
-        peak_memory_mb=f.peak_memory_mb if f else None,
+        memory_added_mb=f.memory_added_mb if f else None,
         latency_ms=Latency(p50=f.latency_ms[0], p95=f.latency_ms[1]) if f and f.latency_ms else None,
         tokens=Tokens(input=cost.tokens[0], output=cost.tokens[1]) if cost.tokens else None,
         usd=cost.usd,
         latency_of=f.latency_of if f else None,
-        gpu_memory_mb=f.gpu_memory_mb if f else None,
+        gpu_peak_mb=f.gpu_peak_mb if f else None,
         model_size_mb=f.model_size_mb if f else None,
         parameters=f.parameters if f else None,
         tokens_counted=cost.tokens_counted > 0,
         price=price,
+        pricing=cost.pricing,
         measured=Measured(first=f.first_measured, last=f.last_measured) if f else None,
+        load_average=f.load_average if f else None,
+        cpus=f.cpus if f else None,
+        busy=f.busy if f else False,
+        process_peak_mb=f.process_peak_mb if f else None,
         note=(f.note if f else None) or (cost.note if figures is cost.main else None),
     )
 

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from ragmatrix.seam.drawing import Colour, pyplot, save
+from ragmatrix.seam.drawing import Colour, pyplot, save, short_label
 from ragmatrix.seam.tables import FamilyTable, MetricLine
 
 
@@ -34,7 +34,7 @@ def family_bars(path: Path, table: FamilyTable, palette: dict[str, Colour]) -> P
     means = [line.mean or 0.0 for line in lines]
     below = [(line.mean or 0.0) - (line.low if line.low is not None else line.mean or 0.0) for line in lines]
     above = [(line.high if line.high is not None else line.mean or 0.0) - (line.mean or 0.0) for line in lines]
-    labels = [line.model + (" †" if line.errors else "") for line in lines]  # the model has errors
+    labels = [short_label(line.model) + (" †" if line.errors else "") for line in lines]  # the model has errors
     positions = range(len(lines))
     axes.bar(positions, means, color=[palette[line.model] for line in lines], width=0.6)
     axes.errorbar(positions, means, yerr=[below, above], fmt="none", ecolor="black", capsize=5, linewidth=1)
@@ -81,7 +81,7 @@ def metrics_by_variant(path: Path, family: str, lines: list[MetricLine], palette
                 means.append(mean)
                 below.append(mean - low)
                 above.append(high - mean)
-            axes.bar(xs, means, width=width, color=palette[model], label=model)
+            axes.bar(xs, means, width=width, color=palette[model], label=short_label(model))
             axes.errorbar(xs, means, yerr=[below, above], fmt="none", ecolor="black", capsize=2, linewidth=0.8)
         axes.set_xticks(range(len(variants)), labels=variants, fontsize=8)
         axes.set_title(name, fontsize=9)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ragmatrix.cost.device import is_local
 from ragmatrix.cost.figures import FamilyCosts, ModelCost
-from ragmatrix.seam.drawing import Colour, pyplot, save
+from ragmatrix.seam.drawing import Colour, pyplot, save, short_label
 from ragmatrix.seam.tables import FamilyTable
 
 PATTERN = "tradeoff_*.png"
@@ -108,9 +108,8 @@ def draw(path: Path, table: FamilyTable, costs: FamilyCosts, palette: dict[str, 
                 capsize=3,
                 linewidth=1,
             )
-            axes.annotate(
-                point.model, (point.cost, point.quality), textcoords="offset points", xytext=(6, 4), fontsize=8
-            )
+            where = (point.cost, point.quality)
+            axes.annotate(short_label(point.model), where, textcoords="offset points", xytext=(6, 4), fontsize=8)
         if len(front) > 1:
             axes.plot([p.cost for p in front], [p.quality for p in front], "--", color="black", linewidth=0.8)
         if axis.log:

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragmatrix.cost.store import merge_costs
+from ragmatrix.cost.store import CostStore, merge_costs
 from ragmatrix.foundations.atomic_write import write_atomically
 from ragmatrix.results.rows import Row
 from ragmatrix.results.store import ResultStore, sort_key
@@ -63,6 +63,7 @@ def merge_stores(sources: Sequence[Path], into: Path) -> MergeReport:
     if any(_same_folder(Path(s)) == target for s in sources):
         source_families = sorted({*source_families, *ResultStore(into).families()})
     report.untouched = [f for f in ResultStore(into).families() if f not in source_families]
+    _refuse_unreadable_target(into, source_families)
     store = ResultStore(into)
     for family in source_families:
         with store._lock(family):
@@ -83,6 +84,20 @@ def merge_stores(sources: Sequence[Path], into: Path) -> MergeReport:
     report.costs, report.cost_notes = costs.records, costs.notes
     report.problems += costs.problems
     return report
+
+
+class UnreadableTarget(OSError):
+    """A file of the folder merged into cannot be read: writing over it would lose its rows."""
+
+
+def _refuse_unreadable_target(into: Path, families: list[str]) -> None:
+    """Stop before anything is written when a file the merge would replace cannot be read."""
+    store, costs = ResultStore(into), CostStore(into)
+    files = [(store.path(family), store.load(family).unreadable) for family in families]
+    files += [(costs.path(family), costs.load(family).unreadable) for family in costs.families()]
+    for path, why in files:
+        if why:
+            raise UnreadableTarget(f"cannot read {path} ({why}), so nothing was merged into it")
 
 
 def _one_row_per_item(family: str, rows: list[tuple[str, Row]], report: MergeReport) -> list[Row]:

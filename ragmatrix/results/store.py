@@ -10,7 +10,11 @@ What a row costs is kept small, since a large matrix writes tens of thousands of
   `write` of the whole line to the end of the file (the row survives a kill as soon as the
   call returns); a write that fails is cut back off, so the file stays as it was;
 - loading streams the file line by line, and a store remembers what it read: loading again
-  reads only the lines appended since, and a file replaced by another process is read anew;
+  parses only the lines appended since, once it has checked that the file still begins with
+  exactly the bytes it read (their digest, not only the inode number: a file system reuses the
+  number of a replaced file, so a file another session compacted can carry it); any other file
+  is read anew. Compaction therefore merges what is on disk under the lock, every other
+  session's rows included, never a stale view of an older file;
 - compaction rewrites a file only when it is not compact already (rows appended out of
   order, an item twice, a row to drop, a bad line), so an unchanged store is never written.
 
@@ -20,16 +24,18 @@ that the file system refuses raises `StorageError`, one line naming the folder a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
 from ragmatrix.foundations.atomic_write import write_atomically
+from ragmatrix.foundations.regular_file import open_regular
 from ragmatrix.foundations.storage import writes_to
 from ragmatrix.results.rows import Row
 
@@ -48,18 +54,41 @@ class Loaded:
     rows: list[Row] = field(default_factory=list)
     # one line each: "x.jsonl: line 7 is torn or not JSON (ignored)", or not a valid row
     problems: list[str] = field(default_factory=list)
+    unreadable: str | None = None  # why the file could not be read at all; then it is never rewritten
 
 
 @dataclass
 class _Read:
-    """What a store has read of one file: its complete lines up to `offset`."""
+    """What a store has read of one file: its complete lines up to `offset`, and their digest.
 
-    identity: tuple[int, int]  # (device, inode): a replaced file is another file
+    The (device, inode) pair alone cannot tell a file from its successor: once a compaction has
+    replaced the file and the last handle on the old one is closed, the file system may give
+    the next file the same inode number. The digest of the bytes read can: what is read again
+    continues this view only if the file still begins with exactly those bytes."""
+
+    identity: tuple[int, int]  # (device, inode): a different pair is surely another file
     offset: int = 0
     lines: int = 0
-    modified: int = 0  # st_mtime_ns when read to `offset`
+    digest: Any = field(default_factory=hashlib.blake2b)  # of the bytes up to `offset`
     rows: list[Row] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+
+    def continued_by(self, handle: BinaryIO, identity: tuple[int, int], size: int) -> bool:
+        """Does the open file begin with the bytes this view read? Reads them again to know."""
+        if identity != self.identity or size < self.offset:
+            return False
+        handle.seek(0)
+        digest, left = hashlib.blake2b(), self.offset
+        while left:
+            block = handle.read(min(left, _BLOCK))
+            if not block:
+                return False
+            digest.update(block)
+            left -= len(block)
+        return bool(digest.digest() == self.digest.digest())
+
+
+_BLOCK = 1 << 20
 
 
 class ResultStore:
@@ -92,17 +121,19 @@ class ResultStore:
         read the file is parsed again."""
         path = self.path(family)
         try:
-            handle = open(path, "rb")
+            handle = open_regular(path)
         except FileNotFoundError:
             self._read.pop(family, None)
             return Loaded()
+        except OSError as error:  # unreadable, or a folder or FIFO by that name: its rows stay unknown
+            self._read.pop(family, None)
+            why = str(error.strerror or error)
+            return Loaded(problems=[f"{path.name}: cannot read it ({why}; ignored)"], unreadable=why)
         with handle:
             status = os.fstat(handle.fileno())
             identity = (status.st_dev, status.st_ino)
             read = self._read.get(family)
-            grown = read is not None and status.st_size > read.offset
-            same = read is not None and status.st_size == read.offset and status.st_mtime_ns == read.modified
-            if read is None or read.identity != identity or not (grown or same):
+            if read is None or not read.continued_by(handle, identity, status.st_size):
                 read = _Read(identity)
             handle.seek(read.offset)
             tail_rows: list[Row] = []
@@ -113,9 +144,8 @@ class ResultStore:
                     break
                 read.offset += len(line)
                 read.lines += 1
+                read.digest.update(line)
                 _parse(path.name, read.lines, line, read.rows, read.problems)
-            after = os.fstat(handle.fileno())
-            read.modified = after.st_mtime_ns if after.st_size == read.offset else 0
         self._read[family] = read
         return Loaded(rows=read.rows + tail_rows, problems=read.problems + tail_problems)
 
@@ -191,20 +221,25 @@ class ResultStore:
         with the problems found.
         """
         loaded = self.load(family)
-        if _compacted(loaded, keep) is None:
+        if loaded.unreadable or _compacted(loaded, keep) is None:
             return loaded
         path = self.path(family)
         with writes_to(self.directory), self._lock(family):
             loaded = self.load(family)  # again, under the lock: a worker may have appended since
             rows = _compacted(loaded, keep)
-            if rows is None or not path.exists():
+            if loaded.unreadable or rows is None or not path.exists():
                 return loaded
-            write_atomically(path, (json.dumps(r.to_json(), sort_keys=True, ensure_ascii=False) + "\n" for r in rows))
+            lines = [json.dumps(r.to_json(), sort_keys=True, ensure_ascii=False) + "\n" for r in rows]
+            write_atomically(path, lines)
             status = os.stat(path)
             # What was just written is what a load would read: remember it instead of reading it.
-            self._read[family] = _Read(
-                (status.st_dev, status.st_ino), status.st_size, len(rows), status.st_mtime_ns, rows, []
-            )
+            written = _Read((status.st_dev, status.st_ino), rows=rows)
+            for text in lines:
+                data = text.encode("utf-8")
+                written.offset += len(data)
+                written.digest.update(data)
+            written.lines = len(rows)
+            self._read[family] = written
         return loaded
 
     def __del__(self) -> None:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, NamedTuple, TypeVar
 
+from ragmatrix.foundations.untrusted import safe_line
+
 # What a family's case schema validates `input` and `expected` to (`RagInput`, `RagExpected`).
 InputT = TypeVar("InputT")
 ExpectedT = TypeVar("ExpectedT")
@@ -34,8 +36,9 @@ class Problem:
     family: str | None = None
 
     def line(self) -> str:
+        """One line, whatever the file held: its control characters are escaped."""
         where = f"case '{self.case}'" if self.case else "file"
-        return f"{self.file}: {where}: {self.message}"
+        return safe_line(f"{self.file}: {where}: {self.message}")
 
 
 class Skipped(NamedTuple):

@@ -6,6 +6,7 @@ plot is given besides its table.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,9 @@ def pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
+    # Names come from data (a model id, a case): `$...$` in one is text, never mathtext, which
+    # would refuse `$\\frac{1}{$` and draw `$a$ and $b$` as formulas.
+    matplotlib.rcParams["text.parse_math"] = False
     import matplotlib.pyplot as plt
 
     return plt
@@ -43,6 +47,25 @@ def save(figure: Any, path: Path) -> Path:
     return path
 
 
+# The most characters of a name drawn as a label: a longer one is cut, so that it leaves room for the plot.
+LABEL_CHARS = 40
+
+
+def short_label(name: str) -> str:
+    """A model or item name as a plot draws it."""
+    return name if len(name) <= LABEL_CHARS else name[: LABEL_CHARS - 1] + "…"
+
+
+# The most bytes a name takes in a file name: file systems allow 255 for the whole name.
+FILE_PART_CHARS = 80
+
+
 def file_part(name: str) -> str:
-    """A model or item name as part of a file name."""
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    """A model or item name as part of a file name: other characters become `_`, and a long
+    name is cut, with a digest of the whole so that two long names stay two files."""
+    part = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    if len(part.encode("utf-8")) <= FILE_PART_CHARS:
+        return part
+    digest = hashlib.md5(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    cut = part.encode("utf-8")[: FILE_PART_CHARS - 11].decode("utf-8", "ignore")
+    return f"{cut}-{digest}"

@@ -22,12 +22,14 @@ from pydantic import BaseModel
 
 from ragmatrix.cost.figures import FamilyCosts
 from ragmatrix.models.protocols import ChatModel, Messages, Model
+from ragmatrix.results.rows import Iteration
 from ragmatrix.seam.blocks import Block
 from ragmatrix.seam.case import Case, ExpectedT, InputT
+from ragmatrix.seam.detail import ItemView
 from ragmatrix.seam.drawing import PlotContext
 from ragmatrix.seam.tables import FamilyTable, Headline
 
-__all__ = ["CaseSchema", "Family", "Headline", "Plot"]
+__all__ = ["CaseSchema", "Family", "Headline", "ItemView", "Plot", "Rankings", "Source"]
 
 
 class CaseSchema(Protocol[InputT, ExpectedT]):
@@ -49,6 +51,34 @@ class Plot:
 
 
 @dataclass(frozen=True)
+class Source:
+    """The benchmark a family follows, as the report and the explorer name it: what it is, where
+    to read it (a paper or a repository, as a URL) and under which licence that work is."""
+
+    follows: str  # "BioChatter's benchmark"
+    reference: str  # a paper or a repository: "https://github.com/biocypher/biochatter"
+    licence: str  # the licence of what is followed; "none stated" where it names none
+    note: str = ""  # what is taken from it, in a few words
+
+    def line(self) -> str:
+        """`follows X (URL, licence: MIT): what is taken`, for the report and the explorer."""
+        taken = f": {self.note}" if self.note else ""
+        return f"follows {self.follows} ({self.reference}, licence: {self.licence}){taken}"
+
+
+@dataclass(frozen=True)
+class Rankings:
+    """A retrieval family's rankings and judgements, as TREC run and qrels files carry them
+    (`ragmatrix export --trec`): `ranked(iteration)` gives the documents an iteration ranked,
+    best first, with their scores; `judged(case)` the graded relevance of the case's documents
+    (a document not named is not relevant). The family's headline is nDCG@`depth` over them."""
+
+    ranked: Callable[[Iteration], list[tuple[str, float]]]
+    judged: Callable[[Case[Any, Any]], dict[str, int]]
+    depth: int = 10
+
+
+@dataclass(frozen=True)
 class Family(Generic[InputT, ExpectedT]):
     name: str
     # Bumped whenever scoring changes, so that stored results are recomputed.
@@ -56,6 +86,8 @@ class Family(Generic[InputT, ExpectedT]):
     # Validates an expanded case: {"input": ..., "expected": ...}; a pydantic model.
     case_schema: type[CaseSchema[InputT, ExpectedT]]
     headline: Headline
+    # The benchmark the family follows; None for a family of its own.
+    source: Source | None = None
     # Input fields only an LLM reads: their variants collapse for models that read no prompt.
     prompt_fields: tuple[str, ...] = ()
     # Input fields whose mappings are plain values, not sets of variants.
@@ -104,6 +136,11 @@ class Family(Generic[InputT, ExpectedT]):
     # Report blocks that set the family's quality beside its cost figures:
     # `section(table, costs) -> blocks`.
     cost_sections: Sequence[Callable[[FamilyTable, FamilyCosts], list[Block]]] = field(default=())
+    # What an item shows when it is opened (`ragmatrix view`, `ragmatrix show`); None: its
+    # recorded fields as they are.
+    item_view: ItemView | None = None
+    # For a retrieval family: its rankings and judgements, for TREC run and qrels files.
+    rankings: Rankings | None = None
 
     def __post_init__(self) -> None:
         _pydantic_model(self)  # a schema that is no pydantic model fails when the family is declared

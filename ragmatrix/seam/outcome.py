@@ -10,7 +10,9 @@ class Outcome:
 
     `score` is in [0, 1] for yes/no families, or the family's own scale. An invalid answer (a
     format violation, garbage from the model) scores 0 but is counted apart; it is never
-    mistaken for a model error, which is recorded as an error with no score at all.
+    mistaken for a model error, which is recorded as an error with no score at all. An iteration
+    that reads many answers (a zELO judge's judgements) says how many were invalid in the detail
+    `invalid_answers`: the leaderboard counts each, even where the iteration itself is valid.
     """
 
     __slots__ = ("score", "valid", "details")

@@ -118,8 +118,12 @@ class BreakdownLine:
 
 @dataclass(frozen=True)
 class Comparison:
-    """A paired test of `a` against `b`: two models (the better-ranked first), or two variants
-    of one `model`."""
+    """A paired test of `a` against `b`: two models (the higher mean first), or two variants of
+    one `model`.
+
+    The test is two-sided and pairs on what both finished, so the model with the higher mean
+    over its own items may be the worse one on the shared cases (it erred on the hard ones):
+    `better` says which way a significant difference goes."""
 
     family: str
     a: str
@@ -129,10 +133,19 @@ class Comparison:
     test: PairedTest | None  # None: nothing shared, or too few shared cases
     p_holm: float | None = None
     model: str | None = None  # set for a comparison of variants
+    higher_is_better: bool = True  # the family's headline direction: which sign of a - b favours a
 
     @property
     def significant(self) -> bool:
         return self.p_holm is not None and self.p_holm < ALPHA
+
+    @property
+    def better(self) -> str | None:
+        """`a` or `b`: the one significantly better on the shared pairs; None when the
+        difference is not significant."""
+        if not self.significant or self.test is None or self.test.difference == 0:
+            return None
+        return self.a if (self.test.difference > 0) == self.higher_is_better else self.b
 
     @property
     def note(self) -> str:

@@ -147,8 +147,8 @@ def _from_source(
 
 def _relative(path: Path, root: Path | None) -> str:
     if root is not None:
-        try:
-            return path.resolve().relative_to(root.resolve()).as_posix()
+        try:  # the file's own name, even when it is a link to somewhere else
+            return (path.parent.resolve() / path.name).relative_to(root.resolve()).as_posix()
         except ValueError:
             pass
     return path.name

@@ -14,6 +14,7 @@ the error handling of the real client stack is exercised end to end.
         # The first call gets the 429; a second call about France gets "Paris".
         srv.outage(3)         # every request gets a 500 for the next 3 seconds, then all is well
         srv.rate_limit(5)     # at most 5 requests a second; the others get a 429 with Retry-After
+        srv.gather(4)         # answers wait until 4 requests have arrived: they overlap on any machine
         ... litellm.completion(model="openai/m", api_base=srv.base_url, api_key="x", ...)
         assert srv.count() == 2  # chat requests seen, retries included
 
@@ -163,6 +164,13 @@ def _chat_messages(body: Any) -> list[dict[str, Any]]:
     return [m for m in raw if isinstance(m, dict)] if isinstance(raw, list) else []
 
 
+def _embedding_texts(body: Any) -> list[dict[str, Any]]:
+    """An embeddings request's texts, shaped as messages, for the rules to match."""
+    raw = body.get("input") if isinstance(body, dict) else None
+    texts = raw if isinstance(raw, list) else [raw]
+    return [{"role": "user", "content": text} for text in texts if isinstance(text, str)]
+
+
 def _word_count(text: str) -> int:
     # Rough token counts are enough: callers only check that usage is present and plausible.
     return len(text.split())
@@ -294,8 +302,12 @@ class OpenAIServer:
         models: Iterable[str] = ("test-model", "test-embed"),
         host: str = "127.0.0.1",
         port: int = 0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.answer: Answer = answer
+        # What the outage and the rate limit measure their seconds with; a test may pass a clock
+        # it moves itself, so that what it checks does not depend on how fast the machine is.
+        self.clock = clock
         self.latency: float = latency
         self.usage: Usage = usage
         self.embedding_dim: int = embedding_dim
@@ -313,6 +325,10 @@ class OpenAIServer:
         self._per_second: int | None = None  # the rate limit
         self._accepted: deque[float] = deque()  # arrival times of the requests the limit let in
         self._rate_limited = 0
+        self._gather: int | None = None  # answers wait until this many requests have arrived
+        self._patience = 60.0  # ... or this many seconds have passed
+        self._arrived = 0  # chat and embeddings requests since `gather` was set
+        self._arrival = threading.Condition(self._lock)
         # Set by stop(): wakes handlers sleeping in latency or a hang so they end promptly.
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
@@ -385,8 +401,9 @@ class OpenAIServer:
             self._queue.extend(_as_reply(r) for r in replies)
 
     def on(self, substring: str, *replies: Reply | str) -> None:
-        """For chat requests mentioning `substring`, serve `replies` in order, then the last
-        one again and again. Earlier rules win when several match."""
+        """For chat requests mentioning `substring` (or embeddings requests one of whose texts
+        holds it), serve `replies` in order, then the last one again and again. Earlier rules win
+        when several match."""
         if not replies:
             raise ValueError("on() needs at least one reply")
         with self._lock:
@@ -399,7 +416,7 @@ class OpenAIServer:
         down usually does."""
         with self._lock:
             reply = reply or Reply.error(500, message="scripted outage")
-            self._outage = (seconds, reply, None if from_first_request else time.monotonic())
+            self._outage = (seconds, reply, None if from_first_request else self.clock())
 
     def rate_limit(self, per_second: int | None) -> None:
         """Let at most `per_second` chat and embeddings requests in within any one second; the
@@ -407,6 +424,14 @@ class OpenAIServer:
         with self._lock:
             self._per_second = per_second
             self._accepted.clear()
+
+    def gather(self, requests: int | None, patience: float = 60.0) -> None:
+        """Hold every chat and embeddings answer until `requests` of them have arrived from now
+        on (or `patience` seconds have passed), then answer as scripted: requests sent together
+        are then all being handled at once, however slowly the machine sends them, so a test of
+        concurrency needs no latency long enough to make them overlap. None: no holding."""
+        with self._lock:
+            self._gather, self._arrived, self._patience = requests, 0, patience
 
     @property
     def rate_limited(self) -> int:
@@ -425,6 +450,7 @@ class OpenAIServer:
             self._per_second = None
             self._accepted.clear()
             self._rate_limited = 0
+            self._gather = None
             self._max_concurrency = self._in_flight
 
     # -- bookkeeping -----------------------------------------------------------------------
@@ -502,6 +528,10 @@ class OpenAIServer:
             if isinstance(body, dict) and isinstance(body.get("model"), str):
                 if body["model"] not in self._models:
                     self._models.append(body["model"])
+            if endpoint in ("chat", "embeddings"):
+                self._arrived += 1
+                self._arrival.notify_all()
+                self._wait_for_the_gathering()
         try:
             if self.latency > 0:
                 self._sleep(self.latency)
@@ -510,11 +540,20 @@ class OpenAIServer:
             with self._lock:
                 self._in_flight -= 1
 
+    def _wait_for_the_gathering(self) -> None:
+        """Until `gather`'s count of requests has arrived (lock held; waiting releases it)."""
+        deadline = time.monotonic() + self._patience
+        while self._gather is not None and self._arrived < self._gather and not self._stopping.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._arrival.wait(min(left, 0.1))
+
     def _arrival_fault(self, endpoint: str | None) -> Reply | None:
         """The outage's reply, or the rate limit's 429, for a request arriving now (lock held)."""
         if endpoint not in ("chat", "embeddings"):
             return None
-        now = time.monotonic()
+        now = self.clock()
         if self._outage is not None:
             seconds, reply, since = self._outage
             if since is None:  # it starts with this request
@@ -528,7 +567,8 @@ class OpenAIServer:
                 self._accepted.popleft()
             if len(self._accepted) >= self._per_second:
                 self._rate_limited += 1
-                wait = max(0.01, round(self._accepted[0] + 1.0 - now, 2))
+                # Rounded up: a client that waits exactly this long must find the place free.
+                wait = max(0.01, math.ceil((self._accepted[0] + 1.0 - now) * 100) / 100)
                 return Reply.error(429, retry_after=wait, message="rate limit: too many requests per second")
             self._accepted.append(now)
         return None
@@ -537,7 +577,7 @@ class OpenAIServer:
         if endpoint is None:
             self._send_error(h, 404, f"no route for {h.command} {h.path}")
             return
-        messages = _chat_messages(body) if endpoint == "chat" else []
+        messages = _chat_messages(body) if endpoint == "chat" else _embedding_texts(body)
         reply = fault if fault is not None else self._match_rule(messages)
         if reply is not None and reply.kind == "hang":
             self._sleep(reply.delay)

@@ -7,10 +7,11 @@
 - `retrieval`: the index, the ranking and the file- and answer-level scores;
 - `rust_tool`: the Rust embedding benchmark's answer metrics, as it computes them;
 - `report`: what each model read of its chunks, the Rust tool's table, and the same table's
-  shape with embeddings per second beside the cost figures.
+  shape with embeddings per second beside the cost figures;
+- `view`: what an item shows when it is opened, and its ranking as TREC files carry it.
 """
 
-from ragmatrix.families.code_retrieval import report
+from ragmatrix.families.code_retrieval import report, view
 from ragmatrix.families.code_retrieval.query_file import expand_query_file
 from ragmatrix.families.code_retrieval.retrieval import (
     SCORING_VERSION,
@@ -21,7 +22,7 @@ from ragmatrix.families.code_retrieval.retrieval import (
     search,
 )
 from ragmatrix.families.code_retrieval.schema import CodeRetrievalCase
-from ragmatrix.seam.family import Family
+from ragmatrix.seam.family import Family, Source
 from ragmatrix.seam.tables import Headline
 
 __all__ = ["FAMILY", "score", "search"]
@@ -31,6 +32,12 @@ FAMILY = Family(
     scoring_version=SCORING_VERSION,
     case_schema=CodeRetrievalCase,
     headline=Headline("file nDCG@10", "file-level nDCG@10"),
+    source=Source(
+        "the Rust code search benchmark ghatdev/embedding-benchmark",
+        "https://github.com/ghatdev/embedding-benchmark",
+        "MIT",
+        "query schema and two-level metrics; the bounded chunker follows the cAST paper's split-then-merge",
+    ),
     # The corpus is one mapping, not a set of variants.
     plain_input_fields=("corpus",),
     corpus_fingerprint=corpus_fingerprint,
@@ -45,4 +52,6 @@ FAMILY = Family(
     report_sections=(report.section,),
     terminal_notes=report.terminal_notes,
     cost_sections=(report.speed_table,),
+    item_view=view.VIEW,
+    rankings=view.RANKINGS,
 )

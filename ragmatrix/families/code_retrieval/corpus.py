@@ -271,6 +271,8 @@ def load_corpus(spec: CorpusSpec, directory: Path) -> Corpus:
 def _load_corpus(spec: CorpusSpec, directory: Path) -> Corpus:
     root, single = locate(spec, directory)
     paths = single if single is not None else list_files(root, spec.include, spec.exclude)
+    for path in paths:
+        _refuse_undecodable_name(spec, path)
     stamp = _stamp(root, paths)
     key = (canonical_json(spec.model_dump()), str(root), stamp)
     read_before = corpora().by_stamp
@@ -287,6 +289,18 @@ def _load_corpus(spec: CorpusSpec, directory: Path) -> Corpus:
             read_before.clear()
         read_before[key] = Corpus(spec.label, root, tuple(source for source, _ in chosen), digest.hexdigest())
     return read_before[key]
+
+
+def _refuse_undecodable_name(spec: CorpusSpec, path: str) -> None:
+    """A file name that is not UTF-8 (the file system hands it over with its bytes escaped) can
+    be neither keyed nor stored in a row: one line naming it, instead of a crash."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+        raise CaseInputError(
+            f"corpus {spec.label}: the file name {shown} is not UTF-8; rename it, or leave it out with exclude"
+        ) from None
 
 
 def session_corpus(spec: CorpusSpec, directory: Path) -> Corpus:

@@ -37,6 +37,7 @@ from ragmatrix.families.code_retrieval.corpus import Corpus, session_corpus
 from ragmatrix.families.code_retrieval.schema import UNSPECIFIED, AnswerRegion, CodeItem
 from ragmatrix.foundations.context import RunContext, current
 from ragmatrix.foundations.keys import canonical_json
+from ragmatrix.models.progress import note
 from ragmatrix.seam.case import CaseInputError
 from ragmatrix.seam.outcome import Outcome
 from ragmatrix.stats.metrics import hit_at_k, mrr_at_k, ranking_metrics
@@ -170,6 +171,7 @@ def index_of(model: Retriever, corpus: Corpus, chunking: Chunking) -> Index:
     if key not in built:
         chunks = chunks_of(corpus, chunking)
         texts = [chunk.text for chunk in chunks]
+        note(f"{model.id}: indexing {len(texts)} chunks of {corpus.label} ({chunking.strategy})")
         scorer = model.index_documents(texts)
         if len(built) >= MEMO_SIZE:
             built.clear()

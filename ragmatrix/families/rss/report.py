@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ragmatrix.results.rows import Iteration
 from ragmatrix.seam.blocks import Block, Heading, Image, Paragraph, Table
-from ragmatrix.seam.drawing import PlotContext, pyplot, save
+from ragmatrix.seam.drawing import PlotContext, pyplot, save, short_label
 from ragmatrix.seam.tables import FamilyTable
 
 PLOT = "rss_by_length.png"
@@ -73,7 +73,8 @@ def draw(out_dir: Path, table: FamilyTable, context: PlotContext) -> list[Path]:
             means = [sum(points[n]) / len(points[n]) for n in lengths]
             style = styles[labels.index(label) % len(styles)]
             colour = context.palette[model]
-            axes.plot(lengths, means, style, marker="o", color=colour, label=f"{model} {label}", markersize=4)
+            shown = f"{short_label(model)} {label}"
+            axes.plot(lengths, means, style, marker="o", color=colour, label=shown, markersize=4)
         axes.set_title(case, fontsize=9)
         axes.set_xlabel("sequence length (chunks)")
         axes.axhline(0, color="grey", linewidth=0.5)

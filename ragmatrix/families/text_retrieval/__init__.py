@@ -1,9 +1,11 @@
 """Text retrieval on the field's own data format: BEIR / MTEB retrieval datasets.
 
 - `beir`: local BEIR folders and Hugging Face datasets in MTEB's layout;
-- `retrieval`: one case per judged query, the index, the ranking and the graded scores.
+- `retrieval`: one case per judged query, the index, the ranking and the graded scores;
+- `view`: what an item shows when it is opened, and its ranking as TREC files carry it.
 """
 
+from ragmatrix.families.text_retrieval import view
 from ragmatrix.families.text_retrieval.retrieval import (
     SCORING_VERSION,
     TextRetrievalCase,
@@ -13,7 +15,7 @@ from ragmatrix.families.text_retrieval.retrieval import (
     score,
     search,
 )
-from ragmatrix.seam.family import Family
+from ragmatrix.seam.family import Family, Source
 from ragmatrix.seam.tables import Headline
 
 __all__ = ["FAMILY", "score", "search"]
@@ -23,6 +25,12 @@ FAMILY = Family(
     scoring_version=SCORING_VERSION,
     case_schema=TextRetrievalCase,
     headline=Headline("nDCG@10", "nDCG@10 over the judged documents (graded relevance)"),
+    source=Source(
+        "BEIR (Thakur et al., 2021), as MTEB reads it",
+        "https://github.com/beir-cellar/beir",
+        "Apache-2.0",
+        "the dataset layout and graded qrels",
+    ),
     plain_input_fields=("dataset",),
     corpus_fingerprint=dataset_fingerprint,
     # Every row's iterations hold `dataset` (its label) and, when the case has tags, `tags`.
@@ -31,4 +39,6 @@ FAMILY = Family(
     # is indexed once per model when the first item runs.
     first_texts=first_texts,
     case_source=expand_dataset,
+    item_view=view.VIEW,
+    rankings=view.RANKINGS,
 )

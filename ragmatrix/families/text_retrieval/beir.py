@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,8 +93,9 @@ def _local_files(spec: DatasetSpec, folder: Path) -> dict[str, Path]:
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
     rows = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+    with path.open("rb") as handle:
+        for number, data in enumerate(handle, start=1):
+            line = _utf8(path.name, number, data)
             if not line.strip():
                 continue
             try:
@@ -106,9 +108,21 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _utf8(name: str, number: int, data: bytes) -> str:
+    """A line of a dataset file as text; a file that is not UTF-8 (a binary file, another
+    encoding) is one line naming it, never a traceback."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise CaseInputError(
+            f"{name} line {number}: not UTF-8 text (byte 0x{data[error.start]:02x}); BEIR files are UTF-8"
+        ) from None
+
+
 def _qrels_tsv(path: Path) -> list[tuple[str, str, int]]:
-    with path.open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.reader(handle, delimiter="\t"))
+    with path.open("rb") as handle:
+        text = "".join(_utf8(f"qrels/{path.name}", number, data) for number, data in enumerate(handle, start=1))
+    rows = list(csv.reader(io.StringIO(text, newline=""), delimiter="\t"))
     if rows and rows[0][:1] == ["query-id"]:
         rows = rows[1:]
     out = []

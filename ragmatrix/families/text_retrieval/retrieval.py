@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ragmatrix.families.text_retrieval import beir
 from ragmatrix.families.text_retrieval.beir import DatasetSpec
 from ragmatrix.foundations.context import RunContext, current
+from ragmatrix.models.progress import note
 from ragmatrix.seam.case import Case, CaseInputError
 from ragmatrix.seam.outcome import Outcome
 from ragmatrix.stats.metrics import ranking_metrics
@@ -135,6 +136,8 @@ def index_of(model: Retriever, case: TextItem) -> Index:
             raise CaseInputError(f"case '{case.name}': {error}") from None
         if len(built) >= MEMO_SIZE:
             built.clear()
+        label = case.input.dataset.label
+        note(f"{model.id}: indexing {len(documents.texts)} documents of {label}")
         built[key] = Index(documents.ids, model.index_documents(documents.texts), model)
     return built[key]
 

@@ -1,8 +1,9 @@
 """zELO battles as a benchmark family: a judge battles a case's documents in pairs, and the
-zELO ranking is scored against graded labels. The application itself is `ragmatrix.zelo`."""
+zELO ranking is scored against graded labels. The application itself is `ragmatrix.zelo`;
+`view` is what an item shows when it is opened."""
 
-from ragmatrix.families.zelo_battles import report
-from ragmatrix.seam.family import Family, Plot
+from ragmatrix.families.zelo_battles import report, view
+from ragmatrix.seam.family import Family, Plot, Source
 from ragmatrix.seam.tables import Headline
 from ragmatrix.zelo.battles import (
     SCORING_VERSION,
@@ -21,6 +22,12 @@ FAMILY = Family(
     scoring_version=SCORING_VERSION,
     case_schema=ZeloCase,
     headline=Headline("nDCG@k", "nDCG@k of the zELO ranking against the graded labels"),
+    source=Source(
+        "ZeroEntropy's zbench (zELO)",
+        "https://github.com/zeroentropy-ai/zbench",
+        "none stated",
+        "pairwise battles and Bradley-Terry zELOs, re-implemented from the method; no code copied",
+    ),
     # Only LLM judges read the judge prompt: its variants collapse for the other judges.
     prompt_fields=("instruction",),
     # The documents mapping is content, not a set of variants.
@@ -33,4 +40,5 @@ FAMILY = Family(
     # similarity judge embeds once per case.
     first_requests=first_requests,
     first_texts=first_texts,
+    item_view=view.VIEW,
 )
