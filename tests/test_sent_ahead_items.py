@@ -118,3 +118,10 @@ def test_an_item_that_takes_a_fixture_of_its_own_is_set_up_by_pytest(project, se
     module.write_text("import pytest\n\n\n@pytest.fixture(autouse=True)\ndef per_item():\n    yield\n\n\n" + text)
     assert_outcomes(project.runpytest("benchmark", "-p", "no:cacheprovider", "-k", "scripted"), passed=5)
     assert set_up_by_pytest(project) == LLM_IDS
+
+
+def test_a_run_that_shows_or_stops_at_the_setup_takes_pytests_own_path(project, server):
+    result = project.runpytest("benchmark", "-p", "no:cacheprovider", "-k", "scripted", "--setup-show")
+    assert_outcomes(result, passed=5)
+    assert set_up_by_pytest(project) == LLM_IDS
+    result.stdout.fnmatch_lines(["*SETUP    F llm*"])

@@ -489,8 +489,10 @@ def _report_cached(item: pytest.Item) -> None:
     ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=location)
 
 
-# Marks that pytest acts on in an item's setup: such an item takes pytest's own path.
+# Marks that pytest acts on in an item's setup, and options that show or stop at the setup: such
+# an item, or such a run, takes pytest's own path.
 _SETUP_MARKS = ("skipif", "xfail", "usefixtures")
+_SETUP_OPTIONS = ("setuponly", "setupplan", "setupshow")
 _FIXTURES_MODULE = "ragmatrix.plugin.fixtures"
 
 
@@ -533,6 +535,8 @@ def _plain_fixtures(item: pytest.Item) -> tuple[str, bool] | None:
     if function in known:
         return known[function]
     known[function] = None
+    if any(item.config.getoption(name, False) for name in _SETUP_OPTIONS):
+        return None
     fixtures = pytest_internals.fixture_modules(item)
     params = getattr(getattr(item, "callspec", None), "params", {})
     if fixtures is None or pytest_internals.call_phase() is None or "case" not in params:
@@ -570,8 +574,7 @@ def _run_without_setup(item: pytest.Item, arguments: dict[str, Any]) -> bool:
         call_phase(item)
     finally:
         # As pytest's protocol ends: what the item held goes (its model stays in the registry).
-        item.funcargs = None  # type: ignore[attr-defined]
-        item._request = False  # type: ignore[attr-defined]
+        pytest_internals.forget_arguments(item)
         os.environ.pop("PYTEST_CURRENT_TEST", None)
     teardown = pytest.TestReport(*where, keywords, "passed", None, "teardown", user_properties=item.user_properties)
     ihook.pytest_runtest_logreport(report=teardown)

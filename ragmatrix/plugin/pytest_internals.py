@@ -105,6 +105,14 @@ def know_location(item: pytest.Item, location: tuple[str, int | None, str]) -> N
         item.__dict__["location"] = location
 
 
+def forget_arguments(item: pytest.Item) -> None:
+    """Drop what the item held for its call, as pytest's protocol does at its end (its fixture
+    values and its request)."""
+    item.funcargs = None  # type: ignore[attr-defined]
+    if hasattr(item, "_request"):
+        item._request = False  # type: ignore[attr-defined]
+
+
 def call_phase() -> Callable[[pytest.Item], pytest.TestReport] | None:
     """pytest's own way to run an item's call phase (its hooks, capture and logging, the report,
     `--pdb`), returning the report; None where pytest has none (the caller then takes
