@@ -202,12 +202,22 @@ class Scheduler:
             _, all_queries, all_documents = texts.setdefault(group, (model, [], []))
             all_queries += queries
             all_documents += documents
+        if texts:
+            self._statistics_meanwhile()  # a local model's encode leaves the other core to it
         for (_, family, variant), (model, queries, documents) in texts.items():
             try:
                 with cost.working_on(family, variant):
                     model.prefetch(queries, documents)
             except Exception:  # each item then embeds its own texts and records what fails
                 continue
+
+    def _statistics_meanwhile(self) -> None:
+        """The controller prints the leaderboard, whose intervals need scipy: its import runs on
+        a thread while the models work (`ragmatrix.stats.import_meanwhile`)."""
+        if not self.on_worker:
+            from ragmatrix import stats
+
+            stats.import_meanwhile()
 
     def _model(self, plan: ItemPlan) -> Model | None:
         """The item's model, built once per process; None when it cannot be built."""
@@ -231,10 +241,7 @@ class Scheduler:
         return at once: the loop reads the answers as they arrive while the items run."""
         self.requests_sent += len(requests)
         self.outstanding += len(requests)
-        if not self.on_worker:  # the controller prints the leaderboard, whose intervals need scipy
-            from ragmatrix import stats
-
-            stats.import_meanwhile()
+        self._statistics_meanwhile()
 
         async def start_all() -> None:
             for model, messages, sample, *family in requests:
