@@ -274,6 +274,9 @@ class _Handler(BaseHTTPRequestHandler):
         content_type: str = "application/json",
         headers: dict[str, str] | None = None,
     ) -> None:
+        answered = getattr(self, "answered", None)
+        if answered is not None:
+            answered()  # no longer in flight: a client may send its next request once it reads this
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -532,13 +535,23 @@ class OpenAIServer:
                 self._arrived += 1
                 self._arrival.notify_all()
                 self._wait_for_the_gathering()
+        counted = [True]
+
+        def answered() -> None:
+            # once, as the reply starts: counted after it is written, the client that read it
+            # could already have sent its next request, and the two would seem to overlap
+            with self._lock:
+                if counted[0]:
+                    counted[0] = False
+                    self._in_flight -= 1
+
+        h.answered = answered  # type: ignore[attr-defined]
         try:
             if self.latency > 0:
                 self._sleep(self.latency)
             self._respond(h, endpoint, body, fault)
         finally:
-            with self._lock:
-                self._in_flight -= 1
+            answered()
 
     def _wait_for_the_gathering(self) -> None:
         """Until `gather`'s count of requests has arrived (lock held; waiting releases it)."""
