@@ -100,7 +100,7 @@ def select(driver, select_id: str, value: str) -> None:
 def test_the_page_of_the_committed_results_lists_every_model_and_case_and_opens_an_item(browser, tmp_path, capsys):
     page = tmp_path / "explorer.html"
     assert main(["view", "--results-dir", str(RESULTS), "--out", str(page)]) == 0
-    assert capsys.readouterr().out.endswith(f"wrote {page}: 694 items of 5 families\n")
+    assert capsys.readouterr().out.endswith(f"wrote {page}: 933 items of 5 families\n")
     open_page(browser, page)
     rows, _ = load(RESULTS)
     assert texts(browser, "#family-tabs button[data-family]") == sorted(rows)
@@ -148,7 +148,7 @@ def test_the_filters_narrow_the_grid(browser, tmp_path, capsys):
     browser.find_element("id", "filter-search").send_keys("base64")
     shown = texts(browser, ".row-label")
     assert shown and all("base64" in item for item in shown)
-    assert browser.find_element("id", "shown-count").text.startswith(f"{len(shown)} of 174 rows, 1 of 3 models")
+    assert browser.find_element("id", "shown-count").text.startswith(f"{len(shown)} of 174 rows, 1 of 4 models")
 
 
 HOSTILE = "</script><script>window.pwned = 1; document.title = 'pwned'</script><img src=x onerror=\"window.pwned=2\">"

@@ -21,6 +21,7 @@ from ragmatrix.models.protocols import ChatModel, JudgeEnsemble, Retriever
 from ragmatrix.models.providers import provider
 from ragmatrix.models.registry import Registry
 from ragmatrix.models.spec import ModelSpec
+from ragmatrix.models.st_backends import int8_config
 
 SHIPPED = Path(__file__).resolve().parents[1] / "benchmark" / "models.yaml"
 
@@ -164,6 +165,7 @@ def test_every_shipped_entry_is_its_providers_spec_and_keeps_its_fingerprint(mon
         "judges": "ensemble",
         "local-llm": "litellm",
         "minilm": "sentence_transformers",
+        "minilm-int8": "sentence_transformers",
         "bow": "bow",
         "bm25": "bm25",
         "xinference-minilm": "xinference",
@@ -176,6 +178,11 @@ def test_every_shipped_entry_is_its_providers_spec_and_keeps_its_fingerprint(mon
         "provider": "litellm",
         "model": "openai/gpt-4o-mini",
         "params": {"temperature": 0, "max_tokens": 256},
+    }
+    assert specs["minilm-int8"].output_fingerprint() == {
+        **specs["minilm"].output_fingerprint(),
+        "backend": "onnx",
+        "quantization": f"int8 ({int8_config()})",
     }
     assert specs["xinference-minilm"].output_fingerprint() == {
         "provider": "xinference",
@@ -196,6 +203,7 @@ def test_every_shipped_entry_is_its_providers_spec_and_keeps_its_fingerprint(mon
         ({"kind": "llm", "litellm": "openai/x", "batch_size": 8}, "^batch_size goes with .*a litellm embedder"),
         ({"kind": "embedder", "builtin": "bow", "params": {}}, "^params goes with a litellm model string or"),
         ({"kind": "ensemble", "ensemble": ["a", "b"], "device": "cpu"}, "it takes no device$"),
+        ({"kind": "llm", "litellm": "openai/x", "backend": "onnx"}, "^backend goes with a sentence_transformers"),
     ],
 )
 def test_an_entry_that_names_no_single_provider_or_carries_foreign_fields_is_one_line(fields, message):

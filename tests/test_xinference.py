@@ -56,7 +56,7 @@ def closed_port() -> int:
         ({"xinference": "m"}, "needs an endpoint"),
         ({"xinference": "m", "litellm": "openai/m", "endpoint": "http://h"}, "exactly one of"),
         ({"litellm": "openai/m", "endpoint": "http://h"}, "endpoint goes with an xinference model name"),
-        ({"builtin": "bow", "quantization": "4-bit"}, "quantization goes with an xinference model name"),
+        ({"builtin": "bow", "quantization": "4-bit"}, "quantization goes with a sentence_transformers model or an"),
         ({"builtin": "bow", "launch": {"n_gpu": 1}}, "launch goes with an xinference model name"),
         ({"xinference": "m", "endpoint": "http://h", "api_base": "http://h/v1"}, "api_base goes with a litellm"),
     ],

@@ -5,7 +5,9 @@
 - `mps`, Apple's GPU through torch;
 - `remote: <host>` for a model reached over HTTP (an API, an OpenAI-compatible server,
   Xinference): its speed is the server's, wherever that runs, and its memory is not this
-  process's. Records of older runs say `remote` alone.
+  process's. Records of older runs say `remote` alone;
+- a local model run through another runtime than torch names it after the device:
+  `cpu: <CPU model> (onnx int8)`. Its speed compares with torch's on the same device.
 
 A model says where it works with a `Device`: the name above, whether the work happens in this
 process, and the torch CUDA device whose allocator peak is the model's memory on a GPU.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import platform
+import re
 import sys
 from dataclasses import dataclass
 from importlib.util import find_spec
@@ -73,6 +76,20 @@ def cpu_model() -> str:
 def describe(label: str) -> str:
     """The full name of a device from a model's short label ("cpu", "cuda: <name>", "remote")."""
     return f"cpu: {cpu_model()}" if label == "cpu" else label
+
+
+# The runtimes a local model may name after its device (see `ragmatrix.models.st_backends`).
+_RUNTIME = re.compile(r" \((?:onnx|openvino)\b[^()]*\)$")
+
+
+def with_runtime(device: str, runtime: str | None) -> str:
+    """`device` with the runtime the model runs on it through: `cpu: <CPU> (onnx int8)`."""
+    return f"{device} ({runtime})" if runtime else device
+
+
+def hardware(device: str) -> str:
+    """The device without its runtime: the machine that a speed was measured on."""
+    return _RUNTIME.sub("", device)
 
 
 def is_local(device: str) -> bool:

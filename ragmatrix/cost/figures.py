@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ragmatrix.cost.device import is_local
+from ragmatrix.cost.device import hardware, is_local
 from ragmatrix.cost.load import is_busy
 from ragmatrix.cost.price import Price
 from ragmatrix.cost.record import CostRecord
@@ -86,8 +86,11 @@ class FamilyCosts:
 
     @property
     def devices(self) -> list[str]:
-        """The main devices of the table's local models: speeds compare only within one."""
-        found = {cost.main.device for cost in self.models.values() if cost.main and is_local(cost.main.device)}
+        """The main devices of the table's local models: speeds compare only within one (a
+        backend's runtime on the same CPU compares: that is what it is for)."""
+        found = {
+            hardware(cost.main.device) for cost in self.models.values() if cost.main and is_local(cost.main.device)
+        }
         return sorted(found)
 
 

