@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         Messages,
         Model,
         PrefetchingChatModel,
+        Reranker,
         Retriever,
     )
     from ragmatrix.models.providers import provider
@@ -59,6 +60,7 @@ _HOMES = {
     "Plot": "ragmatrix.seam.family",
     "PrefetchingChatModel": "ragmatrix.models.protocols",
     "PlotContext": "ragmatrix.seam.drawing",
+    "Reranker": "ragmatrix.models.protocols",
     "Retriever": "ragmatrix.models.protocols",
     "Table": "ragmatrix.seam.blocks",
     "provider": "ragmatrix.models.providers",
@@ -87,12 +89,12 @@ __all__ = [
     "Plot",
     "PlotContext",
     "PrefetchingChatModel",
+    "Reranker",
     "Retriever",
     "Table",
     "load_results",
     "provider",
 ]
-
 
 
 def __getattr__(name: str) -> Any:

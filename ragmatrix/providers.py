@@ -5,7 +5,9 @@ A provider declares a spec model (a `ModelSpec` subclass registered with `@provi
 
 - chat: a `ChatProvider` (`complete` one request, `classify` a failure) in an `LLM`;
 - embeddings: an `EmbeddingProvider` (`embed` a batch in this process, or `aembed` it on a
-  server; `classify`; `device`) in an `EmbeddingModel`.
+  server; `classify`; `device`) in an `EmbeddingModel`;
+- reranking: a `RerankProvider` (`score` a query against documents in this process, or
+  `ascore` them on a server; `classify`; `device`) in a `RerankModel`, its spec a `RerankerSpec`.
 
 The wrapper owns concurrency, timeouts, retries, the breaker with its probe, the 429 throttle,
 the caches, usage, redaction and the cost figures, so a provider does none of it. See
@@ -26,9 +28,18 @@ if TYPE_CHECKING:
     from ragmatrix.models.embedder import EmbeddingModel, EmbeddingProvider
     from ragmatrix.models.http import BadResponse, HttpSession, StatusError
     from ragmatrix.models.http import classify as classify_http
-    from ragmatrix.models.protocols import ChatModel, Embedder, Messages, Model, Retriever
+    from ragmatrix.models.protocols import ChatModel, Embedder, Messages, Model, Reranker, Retriever
     from ragmatrix.models.providers import provider
-    from ragmatrix.models.spec import EmbedderSpec, ModelBuilder, ModelSpec, TextSpec, expand_env, probe_server
+    from ragmatrix.models.reranker import Relevances, RerankModel, RerankProvider
+    from ragmatrix.models.spec import (
+        EmbedderSpec,
+        ModelBuilder,
+        ModelSpec,
+        RerankerSpec,
+        TextSpec,
+        expand_env,
+        probe_server,
+    )
 
 # Each public name, the module that defines it, and its name there.
 _HOMES = {
@@ -49,6 +60,11 @@ _HOMES = {
     "ModelBuilder": ("ragmatrix.models.spec", "ModelBuilder"),
     "ModelError": ("ragmatrix.models.client", "ModelError"),
     "ModelSpec": ("ragmatrix.models.spec", "ModelSpec"),
+    "Relevances": ("ragmatrix.models.reranker", "Relevances"),
+    "RerankModel": ("ragmatrix.models.reranker", "RerankModel"),
+    "RerankProvider": ("ragmatrix.models.reranker", "RerankProvider"),
+    "Reranker": ("ragmatrix.models.protocols", "Reranker"),
+    "RerankerSpec": ("ragmatrix.models.spec", "RerankerSpec"),
     "Retriever": ("ragmatrix.models.protocols", "Retriever"),
     "StatusError": ("ragmatrix.models.http", "StatusError"),
     "TextSpec": ("ragmatrix.models.spec", "TextSpec"),
@@ -81,6 +97,11 @@ __all__ = [
     "ModelBuilder",
     "ModelError",
     "ModelSpec",
+    "Relevances",
+    "RerankModel",
+    "RerankProvider",
+    "Reranker",
+    "RerankerSpec",
     "Retriever",
     "StatusError",
     "TextSpec",
@@ -94,7 +115,6 @@ __all__ = [
     "run",
     "this_cpu",
 ]
-
 
 
 def __getattr__(name: str) -> Any:

@@ -262,7 +262,7 @@ def test_every_error_of_a_models_file_entry_is_listed_at_once(tmp_path):
     with pytest.raises(ModelsFileError) as caught:
         load_models(path)
     assert str(caught.value) == (
-        "models.yaml: model 'x': kind: Input should be 'llm', 'embedder', 'retriever' or 'ensemble';"
+        "models.yaml: model 'x': kind: Input should be 'llm', 'embedder', 'retriever', 'ensemble' or 'reranker';"
         " timeout: Input should be greater than 0"
     )
 

@@ -185,7 +185,7 @@ def test_leaderboard_json_holds_every_family_and_model_with_null_where_nothing_a
     # two cases cannot tell models apart: no ranks, and the reason
     assert family.unranked is not None and "too few cases" in family.unranked
     for model in family.models:
-        assert model.cases > 0 and model.items > 0 and model.devices is None
+        assert model.cases > 0 and model.items > 0 and model.devices is None and model.stages is None
         assert model.mean is not None and model.rank is None and not model.shares_rank
     data = json.loads((bench.path / "report" / "leaderboard.json").read_text())
     assert set(data["families"]["rag_interpretation"]["models"][0]["cost"]) >= {

@@ -82,7 +82,8 @@ def test_a_broken_k_expression_is_one_line_naming_it(expression, capsys):
 
 
 def test_show_prints_a_code_retrieval_items_ranked_files_and_chunks_with_their_text(capsys):
-    code = main(["show", "-k", "minilm and base64_ascii85_adobe and line", "--results-dir", str(RESULTS)])
+    expression = "minilm and not bm25 and base64_ascii85_adobe and line"
+    code = main(["show", "-k", expression, "--results-dir", str(RESULTS)])
     out = capsys.readouterr().out
     assert code == 0
     assert out.startswith("=== test_code_retrieval[minilm-base64_ascii85_adobe:line]\n")
@@ -116,18 +117,26 @@ def test_show_lists_what_matches_and_says_so_when_nothing_does(capsys):
     assert sorted(line.split()[0] for line in listed) == expected
     assert main(["show", "-k", "no_such_case_anywhere", "--results-dir", str(RESULTS)]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("error: no stored item matches -k 'no_such_case_anywhere' (933 items in ")
+    assert err.startswith("error: no stored item matches -k 'no_such_case_anywhere' (1149 items in ")
 
 
 def test_show_of_an_rss_and_a_zelo_item_gives_scores_per_length_and_the_battles(capsys):
     assert main(["show", "-k", "test_rss_probes and minilm and native", "--results-dir", str(RESULTS)]) == 0
     out = capsys.readouterr().out
     assert "scores per length:" in out and "Top-Down" in out and "RSS (x500)" in out
-    assert main(["show", "-k", "zelo and bm25", "--limit", "1", "--results-dir", str(RESULTS)]) == 0
+    assert main(["show", "-k", "test_zelo_battles and bm25", "--limit", "1", "--results-dir", str(RESULTS)]) == 0
     out = capsys.readouterr().out
     assert "zELO order beside the graded relevance" in out and "pairwise judgements" in out
     assert "documents and their grades" in out
     assert "showing 1 of 12 matching items (--limit 0 shows all)" in out
+
+
+def test_show_of_a_rerankers_zelo_item_gives_its_order_beside_the_grades(capsys):
+    expression = "test_zelo_reranking and bm25-minilm and biomedicine_metformin_mechanism"
+    assert main(["show", "-k", expression, "--results-dir", str(RESULTS)]) == 0
+    out = capsys.readouterr().out
+    assert "the reranker's order beside the graded relevance" in out and "zbench's figures on these scores" in out
+    assert "documents and their grades" in out and "pairwise judgements" not in out
 
 
 LLM_CASES = """
@@ -210,11 +219,11 @@ def test_clean_removes_control_characters_and_keeps_line_breaks():
 def test_export_writes_every_item_to_csv_and_parquet_and_load_results_gives_the_same_frame(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["export", "--csv", "--parquet", "--results-dir", str(RESULTS), "--out", str(out)]) == 0
-    assert "933 rows (items x iterations) of 933 items" in capsys.readouterr().out
+    assert "1149 rows (items x iterations) of 1149 items" in capsys.readouterr().out
     rows = [r for family in stored_rows().values() for r in family]
     with (out / "items.csv").open(encoding="utf-8", newline="") as handle:
         table = list(csv.DictReader(handle))
-    assert len(table) == sum(len(r.iterations) for r in rows) == 933
+    assert len(table) == sum(len(r.iterations) for r in rows) == 1149
     assert {(t["family"], t["model"], t["item"]) for t in table} == {(r.family, r.model, r.item) for r in rows}
     one = next(t for t in table if t["model"] == "minilm" and t["item"] == "base64_ascii85_adobe:line")
     assert one["metric.ndcg_at_10"] == "1.0" and one["row_format"] == "1" and one["status"] == "ok"
@@ -223,7 +232,7 @@ def test_export_writes_every_item_to_csv_and_parquet_and_load_results_gives_the_
 
     parquet = pq.read_table(out / "items.parquet").to_pandas()
     frame = ragmatrix.load_results(RESULTS)
-    assert len(parquet) == len(frame) == 933
+    assert len(parquet) == len(frame) == 1149
     assert list(parquet.columns) == list(frame.columns) == list(table[0])
     assert frame.groupby("family").size().to_dict() == {family: len(r) for family, r in stored_rows().items()}
     means = frame[frame.family == "code_retrieval"].groupby("model").score.mean()
@@ -274,7 +283,7 @@ def test_trec_run_files_give_each_retrieval_models_leaderboard_mean(tmp_path, ca
             # the stored scores are rounded to 6 decimals, the files' evaluation is not
             assert sum(per_query.values()) / len(per_query) == pytest.approx(line.mean, abs=1e-6)
             checked += 1
-    assert checked == 8  # bm25, bow, minilm and minilm-int8 in both families
+    assert checked == 10  # bm25, bow, minilm, minilm-int8 and the two-stage bm25-minilm, in both families
 
 
 def test_tied_scores_keep_the_ranked_order_in_a_run_file():

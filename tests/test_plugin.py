@@ -235,7 +235,7 @@ def test_a_bad_models_file_is_one_line(bench):
     result.stderr.fnmatch_lines(
         [
             "ERROR: models.yaml: model 'x': entry: Value error, give exactly one of litellm, sentence_transformers,"
-            " builtin, xinference"
+            " builtin, rerank_with, xinference"
         ]
     )
 

@@ -71,7 +71,12 @@ def test_the_terminal_the_markdown_and_the_json_give_the_same_tokens_and_dollars
     cost, markdown, _ = report(Path("r"), project.path / "out")
     assert cost["tokens"] == {"input": TOKENS_IN, "output": TOKENS_OUT}
     assert cost["usd"] == pytest.approx(USD) and dollars(cost["usd"]) == shown
-    assert cost["price"] == {"input_per_million": 1.0, "output_per_million": 2.0, "source": "models.yaml"}
+    assert cost["price"] == {
+        "input_per_million": 1.0,
+        "output_per_million": 2.0,
+        "per_thousand_searches": None,  # a rerank API's price
+        "source": "models.yaml",
+    }
     assert cost["pricing"] == "as measured"
     line = cost_row(markdown)
     assert f"| {TOKENS_IN} / {TOKENS_OUT} |" in line and f"| {shown} |" in line and "(models.yaml)" in line

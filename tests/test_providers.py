@@ -168,6 +168,7 @@ def test_every_shipped_entry_is_its_providers_spec_and_keeps_its_fingerprint(mon
         "minilm-int8": "sentence_transformers",
         "bow": "bow",
         "bm25": "bm25",
+        "bm25-minilm": "rerank_with",
         "xinference-minilm": "xinference",
     }
     # Fingerprints key stored results: these are the ones of the committed results.
@@ -184,6 +185,13 @@ def test_every_shipped_entry_is_its_providers_spec_and_keeps_its_fingerprint(mon
         "backend": "onnx",
         "quantization": f"int8 ({int8_config()})",
     }
+    two_stage = specs["bm25-minilm"].output_fingerprint()
+    assert two_stage == {
+        "provider": "rerank_with",
+        "model": specs["minilm"].output_fingerprint(),
+        "first_stage": specs["bm25"].output_fingerprint(),
+        "top_n": 50,
+    }
     assert specs["xinference-minilm"].output_fingerprint() == {
         "provider": "xinference",
         "model": "gt-minilm",
@@ -197,7 +205,10 @@ def test_every_shipped_entry_is_its_providers_spec_and_keeps_its_fingerprint(mon
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"kind": "embedder"}, "^give exactly one of litellm, sentence_transformers, builtin, xinference$"),
+        (
+            {"kind": "embedder"},
+            "^give exactly one of litellm, sentence_transformers, builtin, rerank_with, xinference$",
+        ),
         ({"kind": "embedder", "builtin": "tfidf"}, r"^unknown builtin 'tfidf' \(known: bm25, bow\)$"),
         ({"kind": "embedder", "provider": "nosuch"}, r"^unknown provider 'nosuch' \(known: .*bm25.*\)$"),
         ({"kind": "llm", "litellm": "openai/x", "batch_size": 8}, "^batch_size goes with .*a litellm embedder"),

@@ -2,7 +2,11 @@
 
 Both files are AnnotatedQueryDocuments JSONL: GROUND_TRUTH from `annotate`, SYSTEM with the
 system's own score on each document (higher is better). Queries and documents are matched by
-id. The default mode prints the means over queries of
+id. With --reranker ID, a reranker of the models file (benchmark/models.yaml, found from the
+working directory upward, or --models-file) first scores every document of GROUND_TRUTH, as
+zbench's rerankers annotate a file, and writes SYSTEM (default GROUND_TRUTH's name with
+_<ID> added): resumably, a run again after an interruption scoring only what is left. The
+default mode prints the means over queries of
 
   NDCG@k             the system's top k, gain exp(zELO) (--gain linear: the ground-truth score)
   pairwise accuracy  pairs tied in the ground truth left out, pairs the system ties count 1/2
@@ -16,6 +20,7 @@ ground truth (`annotate --scale elo`) is read back as zELO. See docs/zelo.md for
 examples:
   ragmatrix rerank-eval data/queries_annotated.jsonl data/my_reranker.jsonl --k 10
   ragmatrix rerank-eval truth.jsonl system.jsonl --like zbench --k 10
+  ragmatrix rerank-eval truth.jsonl --reranker bm25-minilm --like zbench   # writes truth_bm25-minilm.jsonl
 """
 
 from __future__ import annotations
@@ -29,7 +34,28 @@ HELP = "NDCG@k, pairwise accuracy and recall@k of a system against zELO ground t
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("ground_truth", type=Path, help="annotated JSONL: the zELO ground truth")
-    parser.add_argument("system", type=Path, help="annotated JSONL: the system's scores")
+    parser.add_argument(
+        "system",
+        type=Path,
+        nargs="?",
+        default=None,
+        help="annotated JSONL: the system's scores (with --reranker: where they are written)",
+    )
+    parser.add_argument(
+        "--reranker",
+        default=None,
+        metavar="ID",
+        help="score GROUND_TRUTH's documents with this reranker of the models file first, writing SYSTEM",
+    )
+    parser.add_argument(
+        "--models-file",
+        type=Path,
+        default=None,
+        help="the models file of --reranker (default: benchmark/models.yaml, looked for from here upward)",
+    )
+    progress = parser.add_mutually_exclusive_group()
+    progress.add_argument("--progress", dest="progress", action="store_true", default=None, help="always show it")
+    progress.add_argument("--no-progress", dest="progress", action="store_false", help="never show a progress bar")
     parser.add_argument("--k", type=int, default=10, help="cut-off of NDCG and recall (default 10)")
     parser.add_argument("--k-gt", type=int, default=None, help="ground-truth documents recall looks for (default k)")
     parser.add_argument("--gain", choices=("exp", "linear"), default="exp", help="NDCG gain of a ground-truth score")
@@ -77,6 +103,11 @@ def run(args: argparse.Namespace) -> int:
         document_limit=args.document_limit,
         tie_tolerance=args.tie_tolerance,
     )
+    if args.reranker is not None:
+        args.system = args.system or default_system(args.ground_truth, args.reranker)
+        _rerank(args)
+    elif args.system is None:
+        raise CommandError("give the SYSTEM file, or --reranker ID to write it")
     try:
         evaluation = rerank_eval.evaluate_files(args.ground_truth, args.system, options)
     except DatasetError as error:
@@ -96,6 +127,69 @@ def run(args: argparse.Namespace) -> int:
     for name, mean in evaluation.means().items():
         print(f"{evaluation.labels[name]:<{width}}  {_shown(mean)}")
     return 0
+
+
+def default_system(ground_truth: Path, reranker: str) -> Path:
+    """Where --reranker writes its scores by default: beside GROUND_TRUTH, named after both."""
+    return ground_truth.with_name(f"{ground_truth.stem}_{reranker}{ground_truth.suffix or '.jsonl'}")
+
+
+def _rerank(args: argparse.Namespace) -> None:
+    """Score GROUND_TRUTH's documents with the reranker and write SYSTEM, resumably."""
+    import sys
+    from typing import cast
+
+    from ragmatrix.cli import CommandError, locate
+    from ragmatrix.foundations.context import start_run
+    from ragmatrix.models.client import ModelError
+    from ragmatrix.models.models_file import ModelsFileError, load_models, select_models
+    from ragmatrix.models.protocols import Reranker
+    from ragmatrix.models.registry import run_registry
+    from ragmatrix.models.usage import Usage, current_usage
+    from ragmatrix.zelo import zbench_format
+    from ragmatrix.zelo.rerank_file import rerank_file
+
+    try:
+        models_file = locate.models_file(args.models_file)
+        specs = load_models(models_file)
+        source = zbench_format.read(args.ground_truth)
+    except (locate.NotFound, ModelsFileError, zbench_format.DatasetError) as error:
+        raise CommandError(str(error)) from None
+    known = {spec.id: spec for spec in specs}
+    spec = known.get(args.reranker)
+    if spec is None or spec.kind != "reranker":
+        what = "is not in" if spec is None else f"is {spec.kind}, not a reranker, in"
+        rerankers = ", ".join(sorted(i for i, s in known.items() if s.kind == "reranker")) or "none"
+        raise CommandError(f"--reranker {args.reranker} {what} {models_file} (its rerankers: {rerankers})")
+    for model_id, reason in select_models(specs, [spec.id]).left_out.items():
+        raise CommandError(f"--reranker {model_id} is not available: {reason}")
+    usage = Usage()
+    with start_run(locate.project_root(models_file)) as run:
+        from tqdm import tqdm
+
+        hidden = None if args.progress is None else not args.progress
+        bar = tqdm(total=len(source), unit="query", delay=1.0, file=sys.stderr, disable=hidden)
+        token = current_usage.set(usage)
+        try:
+            reranker = cast(Reranker, run_registry(run).build(spec))
+            done = rerank_file(reranker, source, args.system, progress=bar.update)
+        except ModelError as error:
+            raise CommandError(
+                f"{error}; the queries scored so far are in {args.system}: run again to resume"
+            ) from None
+        finally:
+            current_usage.reset(token)
+            bar.close()
+    for query, left_out in done.invalid.items():
+        print(
+            f"note: query {query}: {len(left_out)} documents got no valid relevance from {spec.id} and are left out "
+            f"of {args.system} (a run again asks for them)",
+            file=sys.stderr,
+        )
+    print(
+        f"reranked {done.queries} queries with {spec.id} into {args.system} "
+        f"({done.scored} scored now, {done.resumed} resumed; {usage.rerank_cache_hits} pairs from the rerank cache)"
+    )
 
 
 def _shown(value: float | None) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ragmatrix.cost.device import hardware, is_local
 from ragmatrix.cost.load import is_busy
-from ragmatrix.cost.price import Price
+from ragmatrix.cost.price import AnyPrice
 from ragmatrix.cost.record import CostRecord
 
 ALL_FROM_CACHE = "every text came from the embedding cache: no speed was measured"
@@ -53,14 +53,25 @@ class DeviceFigures:
         return is_busy(self.load_average, self.cpus)
 
 
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a two-stage system, with its own figures (see `ragmatrix.report.stages`)."""
+
+    role: str  # "first stage" or "reranker"
+    model: str  # the model id its figures are kept under
+    top_n: int | None  # the reranker's depth
+    figures: DeviceFigures | None
+
+
 @dataclass
 class ModelCost:
     model: str
     devices: list[DeviceFigures] = field(default_factory=list)  # the most measured work first
+    stages: list[Stage] = field(default_factory=list)  # a two-stage system's: its first stage, its reranking
     tokens: tuple[int, int] | None = None  # input, output; None for a model that reads no tokens
     tokens_counted: int = 0  # calls whose tokens were counted here, the server having reported none
     usd: float | None = None
-    price: Price | None = None
+    price: AnyPrice | None = None
     price_source: str = "unknown"  # where the price came from: "models.yaml", "litellm cost map", ...
     # How the tokens were priced: "as measured" (the price the cost records keep), "read now"
     # (records that keep none: models.yaml as it is now), "re-priced" (a models file given to

@@ -35,7 +35,7 @@ from ragmatrix.cost.device import Device
 from ragmatrix.cost.histogram import LatencyHistogram
 from ragmatrix.cost.load import load_now
 from ragmatrix.cost.memory import PeakMemory
-from ragmatrix.cost.price import NO_PRICE, Price
+from ragmatrix.cost.price import NO_PRICE, AnyPrice
 from ragmatrix.cost.record import CostRecord, VariantWork
 
 T = TypeVar("T")
@@ -51,7 +51,7 @@ QUERY_SHARE = 0.05
 Key = tuple[str, str, str]  # (family, model id, device)
 # A model id's price and where it comes from ("models.yaml", "litellm cost map", or another word
 # for none), as the session's models.yaml says when the work is measured.
-Prices = Callable[[str], tuple[Price | None, str]]
+Prices = Callable[[str], tuple[AnyPrice | None, str]]
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ class _Delta:
         load, self.cpus = load_now()
         self.load_average = _larger(self.load_average, load)
 
-    def record(self, key: Key, session: str, price: tuple[Price | None, str] | None) -> CostRecord:
+    def record(self, key: Key, session: str, price: tuple[AnyPrice | None, str] | None) -> CostRecord:
         family, model, device = key
         return CostRecord(
             family=family,
@@ -246,7 +246,7 @@ class Meter:
             self.totals[record.key] = record if kept is None else combine(kept, record)
         return records
 
-    def _price(self, model: str) -> tuple[Price | None, str]:
+    def _price(self, model: str) -> tuple[AnyPrice | None, str]:
         price, source = self.prices(model) if self.prices is not None else (None, NO_PRICE)
         return (price, source) if price is not None else (None, NO_PRICE)
 

@@ -1,4 +1,7 @@
-"""What an LLM's tokens cost: `price:` on its models.yaml entry, else litellm's local cost map.
+"""What a model's work costs: `price:` on its models.yaml entry, else litellm's local cost map.
+
+An LLM (or a reranker billed by tokens) is priced per million tokens (`Price`); a rerank API
+billed by searches, as Cohere bills them, per thousand searches (`SearchPrice`).
 
 The cost map is the JSON file litellm ships with its package
 (`model_prices_and_context_window_backup.json`), read as a file: litellm is not imported and
@@ -18,9 +21,9 @@ import json
 import math
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 COST_MAP = "model_prices_and_context_window_backup.json"
 PER_MILLION = 1_000_000
@@ -39,6 +42,32 @@ class Price(BaseModel):
         return (tokens_in * self.input_per_million + tokens_out * self.output_per_million) / PER_MILLION
 
 
+class SearchPrice(BaseModel):
+    """US dollars per thousand searches (one query reranked against up to its documents), as a
+    rerank API bills them: `price: {per_thousand_searches: 2.0}`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    per_thousand_searches: float = Field(ge=0)
+
+    def usd(self, searches: int) -> float:
+        return searches * self.per_thousand_searches / 1000
+
+
+def _priced_by(value: Any) -> str:
+    """Which price an entry's `price:` is: per search where it names `per_thousand_searches`."""
+    searches = value.get("per_thousand_searches") is not None if isinstance(value, dict) else None
+    return "per search" if searches or isinstance(value, SearchPrice) else "per token"
+
+
+# The tags of the two prices: validation errors name the fields of the one the entry chose, and
+# the models file's error lines leave the tag out (`price.input_per_million: ...`).
+PRICE_TAGS = frozenset({"per search", "per token"})
+AnyPrice = Annotated[
+    Annotated[Price, Tag("per token")] | Annotated[SearchPrice, Tag("per search")], Discriminator(_priced_by)
+]
+
+
 @functools.cache
 def cost_map() -> dict[str, Any]:
     """litellm's bundled cost map, or {} where litellm is not installed."""
@@ -54,10 +83,10 @@ def cost_map() -> dict[str, Any]:
     return {}
 
 
-def listed_price(model: str) -> Price | None:
+def listed_price(model: str) -> AnyPrice | None:
     """The cost map's price of a litellm model string ("openai/gpt-4o-mini", "gpt-4o-mini"):
     the entry of the whole string, else of the name after the provider when the entry's
-    provider is that one."""
+    provider is that one. A rerank model priced per query (Cohere's searches) gets that price."""
     known = cost_map()
     entry = known.get(model)
     if entry is None and "/" in model:
@@ -67,6 +96,9 @@ def listed_price(model: str) -> Price | None:
             entry = candidate
     if not isinstance(entry, dict):
         return None
+    per_query = entry.get("input_cost_per_query")
+    if isinstance(per_query, int | float) and per_query > 0:
+        return SearchPrice(per_thousand_searches=per_query * 1000)
     per_in, per_out = entry.get("input_cost_per_token"), entry.get("output_cost_per_token")
     if not isinstance(per_in, int | float) or not isinstance(per_out, int | float):
         return None
@@ -92,7 +124,7 @@ def dollars(value: float | None) -> str:
     return f"${value:.{decimals}f}"
 
 
-def price_of(spec: Any) -> tuple[Price | None, str]:
+def price_of(spec: Any) -> tuple[AnyPrice | None, str]:
     """A model spec's price and where it comes from ("models.yaml", "litellm cost map", or
     "unknown")."""
     own = getattr(spec, "price", None)
@@ -106,7 +138,7 @@ def price_of(spec: Any) -> tuple[Price | None, str]:
     return None, "unknown"
 
 
-def spec_price(spec: Any) -> tuple[Price | None, str]:
+def spec_price(spec: Any) -> tuple[AnyPrice | None, str]:
     """A model's price and where it comes from; an ensemble's only where every member has the
     same one (its rows hold the members' tokens together)."""
     if spec is None:

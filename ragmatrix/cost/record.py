@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragmatrix.cost.histogram import LatencyHistogram
-from ragmatrix.cost.price import Price
+from ragmatrix.cost.price import AnyPrice, Price
 
 COST_VERSION = 2
 
@@ -75,7 +75,7 @@ class CostRecord(BaseModel):
     # Requests (LLMs): the price their tokens were priced at when measured, where it came from
     # ("models.yaml", "litellm cost map", "none"), and whether measurements combined here were
     # priced differently (the price is then the latest's).
-    price: Price | None = None
+    price: AnyPrice | None = None  # a rerank API's: per thousand searches
     price_source: str | None = None
     prices_differ: bool = False
 
@@ -144,7 +144,7 @@ def combine(a: CostRecord, b: CostRecord) -> CostRecord:
     )
 
 
-def latest_price(records: Iterable[CostRecord]) -> tuple[Price | None, str | None, bool]:
+def latest_price(records: Iterable[CostRecord]) -> tuple[AnyPrice | None, str | None, bool]:
     """The price of the latest measurement that was priced, where it came from, and whether the
     measurements were priced differently; (None, None, False) where none was priced."""
     priced = [r for r in records if r.price_source is not None]
@@ -158,6 +158,8 @@ def latest_price(records: Iterable[CostRecord]) -> tuple[Price | None, str | Non
 def _priced_as(record: CostRecord) -> tuple[float | None, float | None, str | None]:
     if record.price is None:
         return (None, None, record.price_source)
+    if not isinstance(record.price, Price):  # per thousand searches
+        return (record.price.per_thousand_searches, None, record.price_source)
     return (record.price.input_per_million, record.price.output_per_million, record.price_source)
 
 

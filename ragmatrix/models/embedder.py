@@ -361,6 +361,12 @@ class EmbeddingModel:
         rows = dict(zip(unique, encoded, strict=True))
         return np.stack([rows[t] for t in texts]), ms
 
+    def encode_fresh(self, texts: list[str]) -> np.ndarray:
+        """Unit-length rows for `texts` as given (no prefix added), from the model itself: no
+        cache read or write, no usage or cost recorded. For a reranker that scores with this
+        model and times the work as its own."""
+        return self._encode(texts)
+
     def similarities(self, query: str, documents: list[str]) -> list[float]:
         """Cosine similarity of one query to each document (rows are unit length)."""
         query_vector = self.embed_queries([query])[0]

@@ -37,8 +37,8 @@ class EmbeddingCache:
     stored by an earlier run.
     """
 
-    def __init__(self, directory: Path | None = None) -> None:
-        self.path, self._db = open_database("embeddings.sqlite", directory)
+    def __init__(self, directory: Path | None = None, file_name: str = "embeddings.sqlite") -> None:
+        self.path, self._db = open_database(file_name, directory)
         self.hits = 0
         self.embedded = 0
         self._written: set[tuple[str, str]] = set()  # (model, text key) stored by this run

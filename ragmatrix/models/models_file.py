@@ -17,7 +17,7 @@ from ragmatrix.foundations.secrets import key_variables, redact, refer_to
 from ragmatrix.foundations.untrusted import safe_line
 from ragmatrix.foundations.yamlfile import YamlFileError, field_errors, read_yaml
 from ragmatrix.models.providers import error_location, validate
-from ragmatrix.models.spec import FIXTURE_KINDS, ModelSpec
+from ragmatrix.models.spec import ModelSpec
 
 
 @dataclass
@@ -28,9 +28,8 @@ class ModelSet:
     left_out: dict[str, str] = field(default_factory=dict)
 
     def of_kind(self, kind: str) -> list[ModelSpec]:
-        """The models a test taking this fixture runs on (see FIXTURE_KINDS)."""
-        kinds = FIXTURE_KINDS.get(kind, frozenset({kind}))
-        return [m for m in self.available if m.kind in kinds]
+        """The models a test taking this fixture runs on (see `ModelSpec.serves`)."""
+        return [m for m in self.available if m.serves(kind)]
 
 
 class ModelsFileError(Exception):
@@ -65,7 +64,33 @@ def load_models(path: Path) -> list[ModelSpec]:
         if any(s.id == spec.id for s in specs):
             raise ModelsFileError(f"{path.name}: model '{spec.id}': duplicate id")
         specs.append(spec)
-    return resolve_ensembles(path.name, specs)
+    return resolve_uses(path.name, resolve_ensembles(path.name, specs))
+
+
+def resolve_uses(file_name: str, specs: list[ModelSpec]) -> list[ModelSpec]:
+    """Give each entry the specs of the other entries it is made of (`ModelSpec.uses`: a
+    reranker's first stage, the model a reranker asks); each must be in the file, of a kind
+    that fits, and not the entry itself."""
+    by_id = {s.id: s for s in specs}
+    for spec in specs:
+        for field_name, (wanted, kinds) in spec.uses().items():
+            found = by_id.get(wanted)
+            if found is None or found is spec or found.kind not in kinds:
+                allowed = " or ".join(kinds)
+                what = (
+                    "is not in the file"
+                    if found is None
+                    else "is the entry itself"
+                    if found is spec
+                    else f"is {_article(found.kind)} {found.kind}, not {_article(kinds[0])} {allowed}"
+                )
+                raise ModelsFileError(f"{file_name}: model '{spec.id}': {field_name} '{wanted}' {what}")
+            spec.attach(field_name, found)
+    return specs
+
+
+def _article(kind: str) -> str:
+    return "an" if kind[0] in "aeiou" or kind == "llm" else "a"
 
 
 def resolve_ensembles(file_name: str, specs: list[ModelSpec]) -> list[ModelSpec]:

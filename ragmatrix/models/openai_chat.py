@@ -67,6 +67,7 @@ CHAT_FIELDS = frozenset(
 # it for them, and so does this client.
 REASONING_MODEL = re.compile(r"^(o\d|gpt-5)")
 
+
 class Route(Protocol):
     """What the client reads of a model's spec (a litellm entry's, `LitellmSpec`, has it)."""
 
@@ -156,10 +157,10 @@ class OpenAIChat(ChatProvider):
         """The price of one answer in USD: the entry's `price:`, else litellm's local cost map
         (read as a file, as litellm would price it); None when neither knows the model, an
         unknown cost never counting as free."""
-        from ragmatrix.cost.price import price_of
+        from ragmatrix.cost.price import Price, price_of
 
         price, _ = price_of(self.spec)
-        if price is None:
+        if not isinstance(price, Price):
             return None
         return price.usd(int(tokens.get("prompt_tokens") or 0), int(tokens.get("completion_tokens") or 0))
 

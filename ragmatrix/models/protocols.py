@@ -1,6 +1,6 @@
 """What a benchmark test gets from each model fixture, whatever the provider.
 
-`ChatModel`, `PrefetchingChatModel`, `Retriever` and `JudgeEnsemble` are runtime-checkable: a family may ask
+`ChatModel`, `PrefetchingChatModel`, `Retriever`, `Reranker` and `JudgeEnsemble` are runtime-checkable: a family may ask
 `isinstance(model, ChatModel)`. `Embedder` is not, because Python 3.11 evaluates properties
 (`context_limit`, `device_label`) to check them, and those may load a model; test embedders by
 `model.kind == "embedder"`.
@@ -95,6 +95,22 @@ class Embedder(Retriever, Protocol):
 
     @property
     def device_label(self) -> str: ...
+
+
+@runtime_checkable
+class Reranker(Model, Protocol):
+    """A model that scores one query against a list of documents (fixture `reranker`, kind
+    reranker): one relevance per document, in order, higher meaning more relevant; None for a
+    document the model gave no valid relevance (an LLM's answer that does not parse). One with a
+    `first_stage` (an embedder or retriever) and `top_n` is a two-stage retrieval system too
+    (fixture `retriever`): see `ragmatrix.models.two_stage`."""
+
+    first_stage: Retriever | None
+    top_n: int
+
+    def rerank(self, query: str, documents: list[str]) -> list[float | None]: ...
+
+    def rerank_many(self, requests: list[tuple[str, list[str]]]) -> list[list[float | None]]: ...
 
 
 @runtime_checkable

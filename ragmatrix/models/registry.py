@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ragmatrix.foundations.cache import SqliteCache
     from ragmatrix.models.embedding_cache import EmbeddingCache
     from ragmatrix.models.protocols import Model
+    from ragmatrix.models.rerank_cache import RerankCache
 
 
 class Registry:
@@ -29,6 +30,7 @@ class Registry:
         self._failed: dict[str, str] = {}
         self._response_cache: SqliteCache | None = None
         self._embedding_cache: EmbeddingCache | None = None
+        self._rerank_cache: RerankCache | None = None
 
     def build(self, spec: ModelSpec) -> Model:
         if spec.id in self._built:
@@ -74,6 +76,15 @@ class Registry:
             self._embedding_cache = EmbeddingCache()
         return self._embedding_cache
 
+    def rerank_cache(self) -> RerankCache | None:
+        if not self.use_cache:
+            return None
+        if self._rerank_cache is None:
+            from ragmatrix.models.rerank_cache import RerankCache
+
+            self._rerank_cache = RerankCache()
+        return self._rerank_cache
+
     def close(self) -> None:
         for model in self._built.values():
             close = getattr(model, "close", None)  # optional: see ragmatrix.models.protocols.Model
@@ -86,6 +97,9 @@ class Registry:
         if self._embedding_cache is not None:
             self._embedding_cache.close()
             self._embedding_cache = None
+        if self._rerank_cache is not None:
+            self._rerank_cache.close()
+            self._rerank_cache = None
 
 
 def run_registry(run: RunContext) -> Registry:

@@ -21,27 +21,30 @@ import urllib.parse
 import urllib.request
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from ragmatrix.cost.price import Price
+from ragmatrix.cost.price import AnyPrice, Price, SearchPrice
 
 if TYPE_CHECKING:
     from ragmatrix.foundations.cache import SqliteCache
     from ragmatrix.models.embedding_cache import EmbeddingCache
-    from ragmatrix.models.protocols import Model
+    from ragmatrix.models.protocols import Model, Retriever
+    from ragmatrix.models.rerank_cache import RerankCache
 
 ID_PATTERN = r"^[A-Za-z0-9_.\-]+$"
 ENV_REFERENCE = re.compile(r"\$\{(\w+)\}")
-Kind = Literal["llm", "embedder", "retriever", "ensemble"]
+Kind = Literal["llm", "embedder", "retriever", "ensemble", "reranker"]
 # The model kinds each benchmark fixture runs on: a judge is any model, a retriever is any model
 # that ranks documents (embedders and retrievers).
+# A reranker with a first stage retrieves too (see `RerankerSpec.serves`).
 FIXTURE_KINDS: dict[str, frozenset[str]] = {
     "llm": frozenset({"llm"}),
     "embedder": frozenset({"embedder"}),
     "retriever": frozenset({"embedder", "retriever"}),
     "judge": frozenset({"llm", "embedder", "retriever", "ensemble"}),
+    "reranker": frozenset({"reranker"}),
 }
 
 
@@ -54,6 +57,8 @@ class ModelBuilder(Protocol):
     def response_cache(self) -> SqliteCache | None: ...
 
     def embedding_cache(self) -> EmbeddingCache | None: ...
+
+    def rerank_cache(self) -> RerankCache | None: ...
 
 
 class ProviderRegistry(Protocol):
@@ -136,9 +141,10 @@ class ModelSpec(BaseModel):
     # Seconds probes may keep failing before the model is down for the session (default: two
     # timeouts), so a blip costs seconds and a dead server still ends the run soon.
     breaker_patience: float | None = Field(default=None, gt=0)
-    # What an LLM's tokens cost, in US dollars per million; wins over litellm's cost map. Not
-    # part of the key: a price changes what a run costs, not what the model answers.
-    price: Price | None = None
+    # What an LLM's tokens cost, in US dollars per million, or a rerank API's searches, per
+    # thousand; wins over litellm's cost map. Not part of the key: a price changes what a run
+    # costs, not what the model answers.
+    price: AnyPrice | None = None
 
     # Computed once per spec and settings: every item's key needs it, and a local model's costs
     # a walk of its folder. Keyed by the fields, so a model_copy with changes recomputes it.
@@ -166,8 +172,10 @@ class ModelSpec(BaseModel):
     def check_kind(self) -> ModelSpec:
         if self.kind not in self.kinds:
             raise ValueError(self.wrong_kind())
-        if self.price is not None and self.kind != "llm":
-            raise ValueError("price goes with an llm: it prices the tokens a model reads and writes")
+        if isinstance(self.price, Price) and self.kind not in ("llm", "reranker"):
+            raise ValueError("price goes with an llm or a reranker: it prices the tokens a model reads and writes")
+        if isinstance(self.price, SearchPrice) and self.kind != "reranker":
+            raise ValueError("a price per thousand searches goes with a reranker")
         return self
 
     def wrong_kind(self) -> str:
@@ -234,6 +242,18 @@ class ModelSpec(BaseModel):
     def attach_members(self, members: list[ModelSpec]) -> None:
         """Called by `load_models` with the specs of `member_ids()`."""
 
+    def uses(self) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """Other entries of the file this one is made of, besides an ensemble's members: field ->
+        (the entry's id, the kinds it may be). `load_models` attaches each (`attach`)."""
+        return {}
+
+    def attach(self, field: str, spec: ModelSpec) -> None:
+        """Called by `load_models` with the spec of each entry `uses()` names."""
+
+    def serves(self, fixture: str) -> bool:
+        """Whether a benchmark test taking this fixture runs on the model (see FIXTURE_KINDS)."""
+        return self.kind in FIXTURE_KINDS.get(fixture, frozenset({fixture}))
+
     @property
     def reads_prompts(self) -> bool:
         """LLMs (and ensembles of them) read the prompt wording; embedders and BM25 do not, so
@@ -292,6 +312,67 @@ class EmbedderSpec(TextSpec):
     """The fields of an embedder."""
 
     batch_size: int = Field(default=32, ge=1)
+
+
+DEFAULT_TOP_N = 50
+
+
+class RerankerSpec(ModelSpec):
+    """The fields of a reranker: `batch_size` documents per call, and for a two-stage retrieval
+    system the model that retrieves first (`first_stage`, an embedder or retriever of the same
+    file) and how many of its best documents are reranked (`top_n`).
+
+    A provider implements `scorer_fingerprint` (what changes its scores); the output fingerprint
+    adds the first stage's fingerprint and `top_n`, which change a two-stage system's ranking."""
+
+    names: ClassVar[frozenset[str]] = ModelSpec.names | {"first_stage"}
+
+    batch_size: int = Field(default=32, ge=1)
+    first_stage: str | None = Field(default=None, pattern=ID_PATTERN)
+    top_n: int = Field(default=DEFAULT_TOP_N, ge=1)
+
+    _first_stage: ModelSpec | None = PrivateAttr(default=None)
+
+    def uses(self) -> dict[str, tuple[str, tuple[str, ...]]]:
+        return {"first_stage": (self.first_stage, ("embedder", "retriever"))} if self.first_stage else {}
+
+    def attach(self, field: str, spec: ModelSpec) -> None:
+        if field == "first_stage":
+            self._first_stage = spec
+
+    @property
+    def first_stage_spec(self) -> ModelSpec | None:
+        return self._first_stage
+
+    def serves(self, fixture: str) -> bool:
+        """A reranker is ranked directly (fixture `reranker`); with a first stage it is a
+        retrieval system too (fixture `retriever`)."""
+        return fixture == "reranker" or (fixture == "retriever" and self.first_stage is not None)
+
+    def unavailable(self, probe: bool = True) -> str | None:
+        if self._first_stage is not None:
+            reason = self._first_stage.unavailable(probe)
+            if reason:
+                return f"first stage {self._first_stage.id}: {reason}"
+        return super().unavailable(probe)
+
+    def scorer_fingerprint(self) -> dict[str, Any]:
+        """What changes the scores the reranker gives."""
+        raise NotImplementedError(f"provider {self.provider} has no fingerprint")
+
+    def fingerprint(self) -> dict[str, Any]:
+        found = self.scorer_fingerprint()
+        if self.first_stage:
+            stage = self._first_stage.output_fingerprint() if self._first_stage is not None else self.first_stage
+            found = {**found, "first_stage": stage, "top_n": self.top_n}
+        return found
+
+    def reranker(self, models: ModelBuilder, provider: Any) -> Model:
+        """The built reranker: `provider` in the one wrapper, with its first stage built."""
+        from ragmatrix.models.reranker import RerankModel
+
+        first = models.build(self._first_stage) if self._first_stage is not None else None
+        return RerankModel(self, provider, models.rerank_cache(), cast("Retriever | None", first))
 
 
 def probe_server(api_base: str, timeout: float = 2.0, name: str | None = None) -> str | None:

@@ -21,6 +21,9 @@ class Usage:
     embedding_cache_hits: int = 0  # texts served from the embedding cache, stored by an earlier run
     embedding_shared: int = 0  # texts served from the embedding cache, stored earlier in this run
     answers_cut: int = 0  # answers longer than the stored maximum, kept only in part
+    documents_reranked: int = 0  # (query, document) pairs a reranker scored
+    rerank_cache_hits: int = 0  # pairs whose score came from the rerank cache
+    search_units: int = 0  # searches a rerank API billed
     tokens_counted: int = 0  # calls whose server reported no tokens: counted with litellm's tokenizer
     # The evaluator's share of the calls and tokens above: another model's, not the item's own.
     evaluator_calls: int = 0
@@ -68,6 +71,11 @@ class Usage:
             data["texts_embedded"] = self.texts_embedded
             data["embedding_cache_hits"] = self.embedding_cache_hits
             data["embedding_shared"] = self.embedding_shared
+        if self.documents_reranked or self.rerank_cache_hits:
+            data["documents_reranked"] = self.documents_reranked
+            data["rerank_cache_hits"] = self.rerank_cache_hits
+        if self.search_units:
+            data["search_units"] = self.search_units
         if self.answers_cut:
             data["answers_cut"] = self.answers_cut
         if self.tokens_counted:

@@ -36,7 +36,7 @@ class _PlainImports(importlib.abc.MetaPathFinder):
 if not any(isinstance(finder, _PlainImports) for finder in sys.meta_path):
     sys.meta_path.insert(0, _PlainImports())
 
-from ragmatrix.plugin.fixtures import embedder, evaluator, judge, llm, record, retriever  # noqa: E402
+from ragmatrix.plugin.fixtures import embedder, evaluator, judge, llm, record, reranker, retriever  # noqa: E402
 from ragmatrix.plugin.hooks import (  # noqa: E402
     pytest_addhooks,
     pytest_addoption,
@@ -84,5 +84,6 @@ __all__ = [
     "pytest_runtest_setup",
     "pytest_xdist_make_scheduler",
     "record",
+    "reranker",
     "retriever",
 ]

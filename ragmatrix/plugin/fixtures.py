@@ -1,6 +1,6 @@
 """The fixtures a benchmark test takes: a model of the kind it needs, and `record`.
 
-`llm`, `embedder`, `judge` and `retriever` are parametrized indirectly by the plugin with model specs;
+`llm`, `embedder`, `judge`, `retriever` and `reranker` are parametrized indirectly by the plugin with model specs;
 the model itself is built here, once per process, when the first test that needs it runs,
 never at collection. Their types are the protocols of `ragmatrix.models.protocols`.
 `evaluator` holds nothing of one item, so it is made once per session instead of being set up
@@ -13,7 +13,7 @@ from typing import cast
 
 import pytest
 
-from ragmatrix.models.protocols import ChatModel, Embedder, Judge, Model, Retriever
+from ragmatrix.models.protocols import ChatModel, Embedder, Judge, Model, Reranker, Retriever
 from ragmatrix.plugin.runner import Recorder
 from ragmatrix.plugin.session import get_state
 from ragmatrix.suite.evaluator import Evaluator
@@ -47,11 +47,19 @@ def judge(request: pytest.FixtureRequest) -> Judge:
 
 
 @pytest.fixture
-def retriever(request: pytest.FixtureRequest) -> Retriever:
+def retriever(request: pytest.FixtureRequest) -> Retriever | Reranker:
     """Any model that ranks documents for a query: an embedder, or a retriever such as BM25.
     Both offer `similarities(query, documents)`, `score_matrix(queries, documents)` and
-    `index_documents(documents).score(queries)`."""
-    return cast(Retriever, _build(request))
+    `index_documents(documents).score(queries)`. A reranker with a `first_stage` is a two-stage
+    system: `ragmatrix.models.two_stage.stages` takes it apart."""
+    return cast(Retriever | Reranker, _build(request))
+
+
+@pytest.fixture
+def reranker(request: pytest.FixtureRequest) -> Reranker:
+    """A reranker: `rerank(query, documents)` gives one relevance per document (None where the
+    model gave no valid one). One with a `first_stage` reranks that model's best `top_n`."""
+    return cast(Reranker, _build(request))
 
 
 @pytest.fixture(scope="session")

@@ -253,6 +253,11 @@ def _usage_line(totals: dict[str, float], texts_embedded: int) -> str:
         + f"; {texts_embedded} texts embedded, {t.get('embedding_cache_hits', 0)} from the embedding cache "
         f"of earlier runs, {t.get('embedding_shared', 0)} shared within this run"
     )
+    if t.get("documents_reranked") or t.get("rerank_cache_hits"):
+        line += (
+            f"; {t.get('documents_reranked', 0)} documents reranked, "
+            f"{t.get('rerank_cache_hits', 0)} from the rerank cache"
+        )
     if totals.get("cost_usd"):
         line += f"; cost {dollars(totals['cost_usd'])}"
     return line

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ragmatrix.cost.price import Price, spec_price
+from ragmatrix.cost.price import AnyPrice, spec_price
 from ragmatrix.families import Family
 from ragmatrix.foundations.cache import cache_dir
 from ragmatrix.foundations.context import current
@@ -34,7 +34,7 @@ from ragmatrix.suite.evaluator import EvaluatorChoice, choose_evaluator
 from ragmatrix.suite.loader import DEFAULT_MAX_VARIANTS, Suite, load_suite
 
 STATE_KEY = pytest.StashKey["BenchmarkState"]()
-MODEL_FIXTURES = ("llm", "embedder", "judge", "retriever")
+MODEL_FIXTURES = ("llm", "embedder", "judge", "retriever", "reranker")
 
 
 def selects_benchmark(root: Path, benchmark_dir: Path, args: list[str]) -> bool:
@@ -142,7 +142,7 @@ class BenchmarkState:
                 self._evaluator = choose_evaluator(self.benchmark_dir / "models.yaml", self.evaluator_option)
         return self._evaluator
 
-    def price_of(self, model: str) -> tuple[Price | None, str]:
+    def price_of(self, model: str) -> tuple[AnyPrice | None, str]:
         """The price this run's requests of `model` (a model of the matrix, the evaluator, or an
         ensemble's member) are priced at, and where it comes from (`ragmatrix.cost.price`)."""
         evaluator = [self.evaluator.spec] if self.evaluator.spec is not None else []

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING
 
 from ragmatrix.cost.figures import NOT_MEASURED, DeviceFigures, FamilyCosts, ModelCost, device_figures
 from ragmatrix.cost.load import busy_note
-from ragmatrix.cost.price import dollars, spec_price
+from ragmatrix.cost.price import Price, SearchPrice, dollars, spec_price
 from ragmatrix.cost.record import CostRecord, latest_price
+from ragmatrix.report.stages import compose
 from ragmatrix.seam.blocks import Block, Heading, Image, Paragraph, Table
 from ragmatrix.seam.tables import FamilyTable, Tables
 
@@ -45,6 +46,11 @@ def token_totals(rows: Iterable[Row]) -> tuple[int, int, int, int]:
         tokens_out += int(usage.get("completion_tokens", 0)) - int(usage.get("evaluator_completion_tokens", 0))
         counted += int(usage.get("tokens_counted", 0))
     return calls, tokens_in, tokens_out, counted
+
+
+def searches(rows: Iterable[Row]) -> int:
+    """The searches a rerank API billed for rows."""
+    return sum(int(row.usage.get("search_units", 0)) for row in rows)
 
 
 AS_MEASURED = "as measured"
@@ -84,8 +90,10 @@ def family_costs(
             elif spec is not None:
                 cost.price, cost.price_source = spec_price(spec)
                 cost.pricing = REPRICED if reprice else READ_NOW
-            if cost.price is not None:
+            if isinstance(cost.price, Price):
                 cost.usd = round(cost.price.usd(tokens_in, tokens_out), 8)
+            elif isinstance(cost.price, SearchPrice):  # a rerank API billed by searches
+                cost.usd = round(cost.price.usd(searches(rows_by_model.get(line.model, []))), 8)
         if not found and cost.tokens is None:
             cost.note = NOT_MEASURED
         elif cost.main is not None:
@@ -98,6 +106,7 @@ def family_costs(
                     for variant, work in record.variants.items():
                         if work.texts and work.encode_s > 0:
                             costs.by_variant[(line.model, variant)] = round(work.texts / work.encode_s, 2)
+    compose(costs, mine, specs)  # a two-stage system: both stages
     return costs
 
 
@@ -246,6 +255,8 @@ def _price(cost: ModelCost) -> str:
     if cost.price is None:
         return "-" if cost.tokens is None else f"none ({cost.price_source})"
     source = cost.price_source if cost.pricing in (None, AS_MEASURED) else f"{cost.pricing}: {cost.price_source}"
+    if isinstance(cost.price, SearchPrice):
+        return f"${cost.price.per_thousand_searches:g} per 1,000 searches ({source})"
     return f"${cost.price.input_per_million:g} / ${cost.price.output_per_million:g} ({source})"
 
 
@@ -271,14 +282,15 @@ REPORT_COLUMNS: tuple[tuple[str, Callable[[ModelCost, DeviceFigures | None], str
 
 READING = (
     "Measured when the work was done, never from a cache read, and kept per device: **texts/s** is "
-    "texts per second of the model's own encode calls (index builds, queries), **latency** one query "
-    "embedded alone after warm-up (query) or one request from send to the full answer (request), "
-    "**memory added** how far the process's resident memory rose above what it held when the model's "
-    "work began (what its work added, not what the process held), **GPU peak** the most GPU memory "
-    "torch's allocator held while it worked. Tokens and dollars are those of the rows in the table "
-    "above (an evaluator's share left out), priced at the price the run priced them at (models.yaml "
-    "or litellm's cost map when the work was measured); `-` is a figure that does not apply or was "
-    "never measured, never a zero."
+    "texts per second of the model's own encode calls (index builds, queries; a reranker's documents "
+    "scored), **latency** one query embedded alone after warm-up or reranked (query), through both "
+    "stages of a two-stage system (query, both stages), or one request from send to the full answer "
+    "(request), **memory added** how far the process's resident memory rose above what it held when "
+    "the model's work began (what its work added, not what the process held), **GPU peak** the most "
+    "GPU memory torch's allocator held while it worked. Tokens and dollars are those of the rows in "
+    "the table above (an evaluator's share left out), priced at the price the run priced them at "
+    "(models.yaml or litellm's cost map when the work was measured); `-` is a figure that does not "
+    "apply or was never measured, never a zero."
 )
 
 

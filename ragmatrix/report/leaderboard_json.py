@@ -13,11 +13,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ragmatrix.cost.figures import DeviceFigures, FamilyCosts, ModelCost
+from ragmatrix.cost.price import SearchPrice
 from ragmatrix.seam.tables import Tables
 
 FILE_NAME = "leaderboard.json"
 # 2: memory_added_mb (what the model's work added) for peak_memory_mb (the process's peak),
-# gpu_peak_mb, process_peak_mb (older records), the load average, and how the tokens were priced.
+# gpu_peak_mb, process_peak_mb (older records), the load average, and how the tokens were priced;
+# a two-stage system's stages; a price per thousand searches.
 VERSION = 2
 
 
@@ -36,8 +38,9 @@ class Tokens(_Strict):
 
 
 class PriceEntry(_Strict):
-    input_per_million: float
-    output_per_million: float
+    input_per_million: float | None  # tokens (LLMs, rerankers billed by tokens)
+    output_per_million: float | None
+    per_thousand_searches: float | None  # a rerank API billed by searches
     source: str  # where the price came from: "models.yaml" or "litellm cost map"
 
 
@@ -70,6 +73,15 @@ class Cost(_Strict):
     note: str | None
 
 
+class StageEntry(_Strict):
+    """One stage of a two-stage system, with the figures measured under its own id."""
+
+    role: str  # "first stage" or "reranker"
+    model: str
+    top_n: int | None  # the reranker's depth
+    cost: Cost
+
+
 class ModelEntry(_Strict):
     model: str
     rank: int | None  # None: the family is not ranked (see `unranked`), or the model has no score
@@ -81,8 +93,9 @@ class ModelEntry(_Strict):
     items: int
     errors: int
     invalid: int
-    cost: Cost  # on the device with the most measured work
+    cost: Cost  # on the device with the most measured work (a two-stage system: both stages)
     devices: list[Cost] | None  # every device, when the model was measured on several
+    stages: list[StageEntry] | None  # a two-stage system: its first stage and its reranking
 
 
 class FamilyEntry(_Strict):
@@ -104,10 +117,18 @@ class LeaderboardFile(_Strict):
 
 def _cost(cost: ModelCost, figures: DeviceFigures | None) -> Cost:
     price = None
-    if cost.price is not None:
+    if isinstance(cost.price, SearchPrice):
+        price = PriceEntry(
+            input_per_million=None,
+            output_per_million=None,
+            per_thousand_searches=cost.price.per_thousand_searches,
+            source=cost.price_source,
+        )
+    elif cost.price is not None:
         price = PriceEntry(
             input_per_million=cost.price.input_per_million,
             output_per_million=cost.price.output_per_million,
+            per_thousand_searches=None,
             source=cost.price_source,
         )
     f = figures
@@ -156,6 +177,11 @@ def build(tables: Tables, costs: Mapping[str, FamilyCosts], results: str) -> Lea
                     invalid=line.invalid,
                     cost=_cost(cost, cost.main),
                     devices=[_cost(cost, figures) for figures in cost.devices] if len(cost.devices) > 1 else None,
+                    stages=[
+                        StageEntry(role=s.role, model=s.model, top_n=s.top_n, cost=_cost(ModelCost(s.model), s.figures))
+                        for s in cost.stages
+                    ]
+                    or None,
                 )
             )
         families[table.family] = FamilyEntry(

@@ -1,7 +1,9 @@
 """`tradeoff_<family>.png`: each model's quality (with its interval) against what it costs.
 
 One panel per kind of cost the family's models have: embeddings per second (embedders and
-retrievers, higher is better), price in dollars and p50 latency (LLMs, lower is better). The
+retrievers, higher is better), p50 latency of one query (embedders, retrievers, rerankers and
+two-stage systems through both stages), price in dollars and p50 latency of a request (LLMs),
+each lower is better. The
 Pareto front is marked: the models that no other model beats on both quality and that cost.
 When the speeds come from different devices, the panel says so: a GPU's speed against a
 laptop's is no comparison of models.
@@ -56,7 +58,23 @@ class Axis:
 
 
 AXES = (
-    Axis("embeddings per second (log)", True, lambda c: c.main.embeddings_per_s if c.main else None, log=True),
+    # a two-stage system's texts per second are its reranker's documents: no embedding speed
+    Axis(
+        "embeddings per second (log)",
+        True,
+        lambda c: c.main.embeddings_per_s if c.main and not c.stages else None,
+        log=True,
+    ),
+    Axis(
+        "p50 latency of one query, ms (log)",
+        False,
+        lambda c: (
+            c.main.latency_ms[0]
+            if c.main and c.main.latency_ms and (c.main.latency_of or "").startswith("query")
+            else None
+        ),
+        log=True,
+    ),
     Axis("price of the family's items, US$", False, lambda c: c.usd),
     Axis(  # an LLM's: a model that reads tokens
         "p50 latency per request, ms",

@@ -2,7 +2,10 @@
 
 The suite talks to models through litellm, which talks HTTP. Rather than mocking either,
 tests start this server on an ephemeral localhost port and point `api_base` at it. The
-server answers chat completions and embeddings in OpenAI's wire format and can be scripted
+server answers chat completions and embeddings in OpenAI's wire format, and reranking in
+Cohere's (`POST /v1/rerank`: `{"model", "query", "documents", "top_n"}` answered by
+`{"results": [{"index", "relevance_score"}], "meta": {"billed_units": {"search_units": 1}}}`,
+scores from `rerank_scores` or, by default, `rerank_text`), and can be scripted
 to misbehave (HTTP errors, hangs, non-JSON bodies, empty choices, null content, connection
 resets, an outage of some seconds, a rate limit, an answer that repeats the request's key), so
 the error handling of the real client stack is exercised end to end.
@@ -46,7 +49,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType, TracebackType
 from typing import Any, Literal, cast
 
-__all__ = ["Answer", "OpenAIServer", "Reply", "embed_text"]
+__all__ = ["Answer", "OpenAIServer", "Reply", "embed_text", "rerank_text"]
 
 # A constant answer, or a function of the chat messages.
 Answer = str | Callable[[list[dict[str, Any]]], str]
@@ -196,6 +199,17 @@ def embed_text(text: str, dim: int = 16) -> list[float]:
     return [x / norm for x in vector]
 
 
+def rerank_text(query: str, documents: list[str]) -> list[float]:
+    """Deterministic relevances: the cosine of each document's `embed_text` vector to the
+    query's, mapped to [0, 1]."""
+    wanted = embed_text(query)
+    return [(1.0 + sum(a * b for a, b in zip(wanted, embed_text(d), strict=True))) / 2.0 for d in documents]
+
+
+# Relevances for one rerank request: a function of the query and the documents' texts.
+RerankScores = Callable[[str, list[str]], list[float]]
+
+
 class _Stopped(Exception):
     """Raised in a handler woken from a sleep by stop(): it must not answer any more."""
 
@@ -290,9 +304,10 @@ class _Handler(BaseHTTPRequestHandler):
 class OpenAIServer:
     """A scripted OpenAI-compatible server on 127.0.0.1, serving from a daemon thread.
 
-    Per request, the response is decided by, in order: an outage (`outage`, chat and
-    embeddings), the rate limit (`rate_limit`, chat and embeddings), the fault queue (`inject`,
-    consumed one reply per request on any endpoint), then rules (`on`, chat only), then `answer`.
+    Per request, the response is decided by, in order: an outage (`outage`, chat, embeddings
+    and rerank), the rate limit (`rate_limit`, likewise), the fault queue (`inject`, consumed one
+    reply per request on any endpoint), then rules (`on`, chat only), then `answer` (chat) or
+    `rerank_scores` (rerank).
     """
 
     def __init__(
@@ -312,6 +327,7 @@ class OpenAIServer:
         # it moves itself, so that what it checks does not depend on how fast the machine is.
         self.clock = clock
         self.latency: float = latency
+        self.rerank_scores: RerankScores = rerank_text
         self.usage: Usage = usage
         self.embedding_dim: int = embedding_dim
         self.host = host
@@ -413,8 +429,8 @@ class OpenAIServer:
             self._rules.append(_Rule(substring, [_as_reply(r) for r in replies]))
 
     def outage(self, seconds: float, reply: Reply | None = None, *, from_first_request: bool = False) -> None:
-        """For `seconds` from now (or from the next chat or embeddings request), answer every
-        chat and embeddings request with `reply` (default: a 500), whatever else is scripted;
+        """For `seconds` from now (or from the next chat, embeddings or rerank request), answer
+        every such request with `reply` (default: a 500), whatever else is scripted;
         then serve as before. The models list keeps answering, as a server whose workers are
         down usually does."""
         with self._lock:
@@ -422,7 +438,7 @@ class OpenAIServer:
             self._outage = (seconds, reply, None if from_first_request else self.clock())
 
     def rate_limit(self, per_second: int | None) -> None:
-        """Let at most `per_second` chat and embeddings requests in within any one second; the
+        """Let at most `per_second` chat, embeddings and rerank requests in within any one second; the
         others get a 429 whose Retry-After says when the next place frees. None: no limit."""
         with self._lock:
             self._per_second = per_second
@@ -510,6 +526,7 @@ class OpenAIServer:
         endpoint = {
             ("POST", "/chat/completions"): "chat",
             ("POST", "/embeddings"): "embeddings",
+            ("POST", "/rerank"): "rerank",
             ("GET", "/models"): "models",
         }.get((method, route))
 
@@ -564,7 +581,7 @@ class OpenAIServer:
 
     def _arrival_fault(self, endpoint: str | None) -> Reply | None:
         """The outage's reply, or the rate limit's 429, for a request arriving now (lock held)."""
-        if endpoint not in ("chat", "embeddings"):
+        if endpoint not in ("chat", "embeddings", "rerank"):
             return None
         now = self.clock()
         if self._outage is not None:
@@ -627,6 +644,9 @@ class OpenAIServer:
         if endpoint == "embeddings":
             empty = reply is not None and reply.kind == "empty_choices"
             self._send_embeddings(h, body, empty=empty)
+            return
+        if endpoint == "rerank":
+            self._send_rerank(h, body, empty=reply is not None and reply.kind == "empty_choices")
             return
         self._send_chat(h, body, messages, reply)
 
@@ -707,6 +727,22 @@ class OpenAIServer:
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
             },
         )
+
+    def _send_rerank(self, h: _Handler, body: dict[str, Any], *, empty: bool) -> None:
+        """Cohere's rerank answer: the best `top_n` documents (all by default), best first."""
+        query, raw = body.get("query"), body.get("documents")
+        documents = [d.get("text") if isinstance(d, dict) else d for d in raw] if isinstance(raw, list) else None
+        if not isinstance(query, str) or documents is None or not all(isinstance(d, str) for d in documents):
+            self._send_error(h, 400, "query must be a string and documents a list of strings")
+            return
+        texts = cast(list[str], documents)
+        scores = [float(x) for x in self.rerank_scores(query, texts)]
+        top_n = body.get("top_n")
+        count = top_n if isinstance(top_n, int) and top_n > 0 else len(texts)
+        order = sorted(range(len(texts)), key=lambda i: -scores[i])[:count]
+        results = [] if empty else [{"index": i, "relevance_score": scores[i]} for i in order]
+        meta = {"api_version": {"version": "1"}, "billed_units": {"search_units": 1}}
+        self._send_json(h, {"id": uuid.uuid4().hex, "results": results, "meta": meta})
 
     def _match_rule(self, messages: list[dict[str, Any]]) -> Reply | None:
         if not messages:

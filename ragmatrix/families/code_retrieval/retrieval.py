@@ -45,7 +45,8 @@ from ragmatrix.stats.metrics import hit_at_k, mrr_at_k, ranking_metrics
 if TYPE_CHECKING:
     import numpy as np
 
-    from ragmatrix.models.protocols import DocumentIndex, Model, Retriever
+    from ragmatrix.models.protocols import DocumentIndex, Model, Reranker, Retriever
+    from ragmatrix.models.two_stage import Reordered
 
 # Bump when scoring, chunking or the BM25 tokenizer changes: stored results are then recomputed.
 # 2: semantic chunks capped (SEMANTIC_CAP), expected files by suffix, answer regions.
@@ -226,6 +227,7 @@ class Ranking:
     files: list[tuple[str, float]]  # files best first, each scored by its best chunk
     stats: dict[str, Any]
     expected: dict[str, str] | None = None  # expected file name -> its path in the corpus
+    reranking: Reordered | None = None  # a two-stage system's second stage
 
 
 def first_texts(case: CodeItem, model: Model) -> tuple[list[str], list[str]]:
@@ -233,20 +235,30 @@ def first_texts(case: CodeItem, model: Model) -> tuple[list[str], list[str]]:
     return [case.input.query], []
 
 
-def search(model: Retriever, case: CodeItem) -> Ranking:
-    """Rank the chunks of the case's corpus for its query (of its type, under `by_type`)."""
+def search(model: Retriever | Reranker, case: CodeItem) -> Ranking:
+    """Rank the chunks of the case's corpus for its query (of its type, under `by_type`). A
+    two-stage system's first stage ranks them all, its reranker reorders the best `top_n`."""
+    from ragmatrix.models.two_stage import rerank_top, stages
+
+    first, reranker = stages(model)
     corpus = corpus_of(case)
     resolved, problems = resolve_expected(case, corpus)
     if problems:  # checked at collection; a corpus changed since then
         raise CaseInputError(f"case '{case.name}': {problems[0]}")
-    index = index_of(model, corpus, case.input.chunking)
+    index = index_of(first, corpus, case.input.chunking)
     if not index.chunks:
         raise CaseInputError(f"case '{case.name}': the corpus ({corpus.label}) gives no chunks")
     only: bool | None = None
     if case.input.search == "by_type":
         only = case.input.query_type == "doc"
     queries, _ = first_texts(case, model)
-    return rank(index, index.scorer.score(queries)[0], only_docs=only, expected=resolved)
+    scores = index.scorer.score(queries)[0]
+    if reranker is None:
+        return rank(index, scores, only_docs=only, expected=resolved)
+    searchable = None if only is None else index.doc_chunks == only
+    texts = [chunk.text for chunk in index.chunks]
+    reordered = rerank_top(scores, texts, queries[0], reranker, searchable)
+    return rank(index, reordered.scores, only_docs=only, expected=resolved, reranking=reordered)
 
 
 def rank(
@@ -254,6 +266,7 @@ def rank(
     scores: np.ndarray | list[float],
     only_docs: bool | None = None,
     expected: dict[str, str] | None = None,
+    reranking: Reordered | None = None,
 ) -> Ranking:
     """Chunks by score, best first (ties in corpus order), and files by their best chunk.
     `only_docs` True or False ranks documentation or code chunks only."""
@@ -269,7 +282,7 @@ def rank(
     _, first = np.unique(ranked_ids, return_index=True)  # each file's best chunk
     best = np.sort(first)
     files = [(names[int(ranked_ids[i])], float(values[order[i]])) for i in best]
-    return Ranking(index.chunks, values.tolist(), order.tolist(), files, index.stats, expected)
+    return Ranking(index.chunks, values.tolist(), order.tolist(), files, index.stats, expected, reranking)
 
 
 # --- scoring -----------------------------------------------------------------------------------
@@ -333,7 +346,13 @@ def score(case: CodeItem, ranking: Ranking) -> Outcome:
     """File-level nDCG@10 is the score; every metric, and the top files and chunks with their
     scores, go into the details, so a failed query can be read off its row. The query type,
     difficulty and tags go there too: the leaderboard breaks results down by them. Beside
-    this project's metrics, the Rust tool's answer metrics as it computes them (`rust_tool`)."""
+    this project's metrics, the Rust tool's answer metrics as it computes them (`rust_tool`).
+    A two-stage system's ranking with a chunk its reranker gave no valid relevance is invalid."""
+    reranking = ranking.reranking
+    if reranking is not None and reranking.invalid:
+        shown = f"{len(reranking.invalid)} of {len(reranking.reranked)}"
+        reason = f"{shown} chunks got no valid relevance from the reranker"
+        return Outcome.invalid(reason, reranking=reranking.details())
     values = metrics(case, ranking)
     expected = ranking.expected or {name: name for name in case.expected.expected_files}
     wanted = set(expected.values())
@@ -352,8 +371,12 @@ def score(case: CodeItem, ranking: Ranking) -> Outcome:
             entry["answer"] = holds_answer(case, chunk, expected)
         if chunk.context:
             entry["context"] = chunk.context
+        if reranking is not None and i in reranking.first_ranks:
+            entry["first_stage_rank"] = reranking.first_ranks[i]
         top_chunks.append(entry)
     details: dict[str, Any] = {"metrics": values}
+    if reranking is not None:
+        details["reranking"] = reranking.details()
     details |= {name: getattr(case.input, name) for name in TYPED if getattr(case.input, name) != UNSPECIFIED}
     details |= {"top_files": top_files, "top_chunks": top_chunks, "index": ranking.stats}
     if case.expected.has_answers:

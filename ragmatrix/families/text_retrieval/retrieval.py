@@ -29,7 +29,8 @@ from ragmatrix.stats.metrics import ranking_metrics
 if TYPE_CHECKING:
     import numpy as np
 
-    from ragmatrix.models.protocols import DocumentIndex, Model, Retriever
+    from ragmatrix.models.protocols import DocumentIndex, Model, Reranker, Retriever
+    from ragmatrix.models.two_stage import Reordered
 
 # Bump when scoring or document text changes: stored results are then recomputed.
 SCORING_VERSION = 1
@@ -113,6 +114,7 @@ class Index:
     ids: list[str]
     scorer: DocumentIndex
     model: Retriever | None = None  # kept alive with its index, so that its id stays its own
+    texts: list[str] | None = None  # the documents, for a reranker to read
 
 
 MEMO_SIZE = 8
@@ -138,7 +140,7 @@ def index_of(model: Retriever, case: TextItem) -> Index:
             built.clear()
         label = case.input.dataset.label
         note(f"{model.id}: indexing {len(documents.texts)} documents of {label}")
-        built[key] = Index(documents.ids, model.index_documents(documents.texts), model)
+        built[key] = Index(documents.ids, model.index_documents(documents.texts), model, documents.texts)
     return built[key]
 
 
@@ -146,6 +148,8 @@ def index_of(model: Retriever, case: TextItem) -> Index:
 class Ranking:
     documents: list[tuple[str, float]]  # the top documents, best first (ties in corpus order)
     corpus_size: int
+    reranking: Reordered | None = None  # a two-stage system's second stage
+    ids: list[str] | None = None  # the corpus's ids, in its order (read with `reranking`)
 
 
 def first_texts(case: TextItem, model: Model) -> tuple[list[str], list[str]]:
@@ -153,13 +157,31 @@ def first_texts(case: TextItem, model: Model) -> tuple[list[str], list[str]]:
     return [case.input.query], []
 
 
-def search(model: Retriever, case: TextItem) -> Ranking:
-    index = index_of(model, case)
+def search(model: Retriever | Reranker, case: TextItem) -> Ranking:
+    """The corpus ranked for the query. A two-stage system's first stage ranks it all, its
+    reranker reorders the best `top_n` (the query's own document never among them)."""
+    from ragmatrix.models.two_stage import rerank_top, stages
+
+    first, reranker = stages(model)
+    index = index_of(first, case)
     queries, _ = first_texts(case, model)
-    return rank(index.ids, index.scorer.score(queries)[0], case.input.query_id)
+    scores = index.scorer.score(queries)[0]
+    if reranker is None:
+        return rank(index.ids, scores, case.input.query_id)
+    import numpy as np
+
+    searchable = np.asarray([doc != case.input.query_id for doc in index.ids], dtype=bool)
+    reordered = rerank_top(scores, index.texts or [], queries[0], reranker, searchable)
+    return rank(index.ids, reordered.scores, case.input.query_id, reranking=reordered)
 
 
-def rank(ids: list[str], scores: np.ndarray | list[float], query_id: str | None = None, k: int = TOP_K) -> Ranking:
+def rank(
+    ids: list[str],
+    scores: np.ndarray | list[float],
+    query_id: str | None = None,
+    k: int = TOP_K,
+    reranking: Reordered | None = None,
+) -> Ranking:
     """The top k documents by score; the query's own id is left out, as BEIR leaves it out."""
     import numpy as np
 
@@ -168,7 +190,7 @@ def rank(ids: list[str], scores: np.ndarray | list[float], query_id: str | None 
         values[[i for i, doc in enumerate(ids) if doc == query_id]] = -np.inf
     order = np.argsort(-values, kind="stable")
     top = [int(i) for i in order[: k + 1] if np.isfinite(values[i])][:k]
-    return Ranking([(ids[i], float(values[i])) for i in top], len(ids))
+    return Ranking([(ids[i], float(values[i])) for i in top], len(ids), reranking, ids if reranking else None)
 
 
 def metrics(case: TextItem, ranking: Ranking, k: int = TOP_K) -> dict[str, float]:
@@ -179,12 +201,23 @@ def metrics(case: TextItem, ranking: Ranking, k: int = TOP_K) -> dict[str, float
 
 
 def score(case: TextItem, ranking: Ranking) -> Outcome:
-    """nDCG@10 is the score; the metrics and the top documents with their grades are details."""
+    """nDCG@10 is the score; the metrics and the top documents with their grades are details.
+    A two-stage system's ranking with a document its reranker gave no valid relevance is
+    invalid."""
+    reranking = ranking.reranking
+    if reranking is not None and reranking.invalid:
+        shown = f"{len(reranking.invalid)} of {len(reranking.reranked)}"
+        reason = f"{shown} documents got no valid relevance from the reranker"
+        return Outcome.invalid(reason, reranking=reranking.details())
     values = metrics(case, ranking)
-    top = [
-        {"id": doc, "score": round(value, 4), "grade": case.expected.qrels.get(doc, 0)}
-        for doc, value in ranking.documents
-    ]
+    ids = ranking.ids or []
+    first_ranks = {ids[i]: place for i, place in reranking.first_ranks.items()} if reranking else {}
+    top = []
+    for doc, value in ranking.documents:
+        entry: dict[str, Any] = {"id": doc, "score": round(value, 4), "grade": case.expected.qrels.get(doc, 0)}
+        if doc in first_ranks:
+            entry["first_stage_rank"] = first_ranks[doc]
+        top.append(entry)
     details: dict[str, Any] = {
         "metrics": values,
         "query_id": case.input.query_id,
@@ -192,6 +225,8 @@ def score(case: TextItem, ranking: Ranking) -> Outcome:
         "top_documents": top,
         "corpus_size": ranking.corpus_size,
     }
+    if reranking is not None:
+        details["reranking"] = reranking.details()
     tags = case.metadata.get("tags")
     if tags:
         details["tags"] = list(tags) if isinstance(tags, list | tuple) else [str(tags)]

@@ -1,6 +1,7 @@
 """zELO battles as a benchmark family: a judge battles a case's documents in pairs, and the
-zELO ranking is scored against graded labels. The application itself is `ragmatrix.zelo`;
-`view` is what an item shows when it is opened."""
+zELO ranking is scored against graded labels; a reranker scores the same documents directly
+(`rerank`, `score_reranking`), as zbench backtests one. The application itself is
+`ragmatrix.zelo`; `view` is what an item shows when it is opened."""
 
 from ragmatrix.families.zelo_battles import report, view
 from ragmatrix.seam.family import Family, Plot, Source
@@ -14,8 +15,10 @@ from ragmatrix.zelo.battles import (
     first_texts,
     score,
 )
+from ragmatrix.zelo.reranking import rerank
+from ragmatrix.zelo.reranking import score as score_reranking
 
-__all__ = ["FAMILY", "battle", "score"]
+__all__ = ["FAMILY", "battle", "rerank", "score", "score_reranking"]
 
 FAMILY = Family(
     name="zelo_battles",

@@ -1,5 +1,6 @@
 """What a zELO battles item shows when it is opened: the query and documents with their grades
-(from the case), every pairwise judgement, and the zELO order beside the graded relevance."""
+(from the case), every pairwise judgement, and the zELO order beside the graded relevance; for a
+reranker's item, its relevance per document in its order and zbench's figures."""
 
 from __future__ import annotations
 
@@ -50,6 +51,8 @@ def asked(case: ZeloItem, row: Row) -> list[Part]:
 
 def answered(iteration: Iteration, case: ZeloItem | None) -> list[Part]:
     found = iteration.details
+    if isinstance(found.get("relevance"), dict):
+        return reranked(found, case)
     zelo = found.get("zelo")
     battles = found.get("battles")
     if not isinstance(zelo, dict) or not isinstance(battles, list):
@@ -80,6 +83,29 @@ def answered(iteration: Iteration, case: ZeloItem | None) -> list[Part]:
         rows.append([str(index), str(first), str(second), number(score, 3), _preferred(first, second, score)])
     header = ["#", "first shown", "second shown", "score", "preferred"]
     parts.append(Listing("pairwise judgements (score < 0: the first shown wins)", header, rows, numeric={0, 3}))
+    return parts
+
+
+def reranked(found: dict[str, Any], case: ZeloItem | None) -> list[Part]:
+    """A reranker's item: its relevance per document in its order, beside the grades, and
+    zbench's figures."""
+    relevance: dict[str, Any] = found["relevance"]
+    grades = case.expected.relevance if case is not None else {}
+    relevant_from = case.expected.relevant_from if case is not None else 1
+    stored = found.get("ranking")
+    order = [str(d) for d in stored] if isinstance(stored, list) else sorted(relevance, key=lambda d: -relevance[d])
+    stored_zbench = found.get("zbench")
+    zbench: dict[str, Any] = stored_zbench if isinstance(stored_zbench, dict) else {}
+    parts: list[Part] = [
+        Fields("zbench's figures on these scores", [(str(name), number(value)) for name, value in zbench.items()]),
+        Listing(
+            "the reranker's order beside the graded relevance",
+            ["rank", "document", "relevance", "grade"],
+            [[str(r), d, number(relevance.get(d), 4), str(grades.get(d, "-"))] for r, d in enumerate(order, 1)],
+            marked=[grades.get(d, 0) >= relevant_from for d in order] if grades else [],
+            numeric={0, 2, 3},
+        ),
+    ]
     return parts
 
 

@@ -216,10 +216,13 @@ def validate(entry: Any) -> ModelSpec:
 
 
 def error_location(loc: tuple[int | str, ...]) -> str:
-    """Where in the entry a validation error is: the provider's tag left out."""
+    """Where in the entry a validation error is: the provider's tag left out, and the kind of
+    price an entry's `price:` is."""
+    from ragmatrix.cost.price import PRICE_TAGS
+
     if loc and loc[0] in _providers:
         loc = loc[1:]
-    return ".".join(str(p) for p in loc) or "entry"
+    return ".".join(str(p) for p in loc if p not in PRICE_TAGS) or "entry"
 
 
 def spec_of(entry: dict[str, Any]) -> type[ModelSpec]:

@@ -113,7 +113,7 @@ class XinferenceSpec(EmbedderSpec):
 
 
 T = TypeVar("T")
-MODEL_TYPES = {"embedder": "embedding", "llm": "LLM"}
+MODEL_TYPES = {"embedder": "embedding", "llm": "LLM", "reranker": "rerank"}
 
 
 class XinferenceServer:

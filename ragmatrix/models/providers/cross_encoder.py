@@ -1,0 +1,102 @@
+"""`sentence_transformers: <name|path>` with `kind: reranker`: a sentence-transformers
+`CrossEncoder`, loaded offline from a folder or by name, that reads the query and each document
+together and gives one relevance per pair (`CrossEncoder.predict`, as it comes).
+
+It takes the fields of a `sentence_transformers` embedder (the model, `device`, `backend` and
+`quantization`, `max_seq_length` as the pair's token limit, `batch_size`, prefixes put before the
+query and each document) and a reranker's (`first_stage`, `top_n`). Weights load on the first
+pair the rerank cache cannot serve, so a cached run never imports torch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from ragmatrix.cost import device as devices
+from ragmatrix.cost.device import Device
+from ragmatrix.models import st_backends
+from ragmatrix.models.client import ModelError
+from ragmatrix.models.fingerprint import directory_fingerprint
+from ragmatrix.models.providers import provider
+from ragmatrix.models.providers.sentence_transformers import SentenceTransformersSpec, pick_device
+from ragmatrix.models.reranker import RerankProvider
+from ragmatrix.models.spec import RerankerSpec
+
+if TYPE_CHECKING:
+    from ragmatrix.models.protocols import Model
+    from ragmatrix.models.spec import ModelBuilder
+
+
+@provider("cross_encoder", needs={"sentence_transformers": "sentence-transformers"})
+class CrossEncoderSpec(RerankerSpec, SentenceTransformersSpec):
+    provider: Literal["cross_encoder"] = "cross_encoder"  # type: ignore[assignment]
+    key: ClassVar[str | None] = "sentence_transformers"
+    # An entry with `sentence_transformers:` and kind reranker is this provider's, not the embedder's.
+    precedence: ClassVar[int] = 1
+    kinds: ClassVar[tuple[str, ...]] = ("reranker",)
+    describe: ClassVar[str] = "a sentence_transformers model"
+
+    @classmethod
+    def claims(cls, entry: dict[str, Any]) -> bool:
+        return super().claims(entry) and entry.get("kind") == "reranker"
+
+    def scorer_fingerprint(self) -> dict[str, Any]:
+        return {**SentenceTransformersSpec.fingerprint(self), "provider": "cross_encoder"}
+
+    def build(self, models: ModelBuilder) -> Model:
+        return self.reranker(models, CrossEncoderReranker(self))
+
+
+class CrossEncoderReranker(RerankProvider):
+    """`CrossEncoder.predict` over (query, document) pairs, `batch_size` at a time. With
+    `backend: onnx | openvino` (and `quantization: int8` on onnx) the model folder is exported
+    once into the cache and loaded from there, as an embedder's is (`ragmatrix.models.st_backends`)."""
+
+    def __init__(self, spec: CrossEncoderSpec) -> None:
+        self.spec = spec
+        self._model: Any = None
+        self._export: st_backends.Export | None = None
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:
+            from sentence_transformers import CrossEncoder
+
+            limit = {"max_length": self.spec.max_seq_length} if self.spec.max_seq_length else {}
+            path = self.spec.local_path()
+            if self.spec.backend != "torch":
+                if path is None:
+                    raise ModelError(f"backend {self.spec.backend} exports a model folder, and {path} is not one")
+                backend, quantization = self.spec.backend, self.spec.quantization
+                self._export = st_backends.exported(
+                    CrossEncoder, path, directory_fingerprint(path), backend, quantization
+                )
+                self._model = st_backends.load(CrossEncoder, self._export, **limit)
+            else:
+                source = str(path) if path is not None else str(self.spec.sentence_transformers)
+                self._model = CrossEncoder(source, device=pick_device(self.spec.device), **limit)
+        return self._model
+
+    def load(self) -> None:
+        self.model  # noqa: B018 - loaded before the clock starts: a load is not a reranking
+
+    def score(self, query: str, documents: list[str]) -> list[float]:
+        pairs = [(self.spec.query_prefix + query, self.spec.document_prefix + d) for d in documents]
+        scores = self.model.predict(pairs, batch_size=self.spec.batch_size, show_progress_bar=False)
+        return [float(s) for s in scores]
+
+    def device(self) -> Device:
+        if self._model is None or self.spec.backend != "torch":  # no torch for a name
+            return Device(self.spec.expected_device(), local=True)
+        device = str(self._model.device)
+        if device.startswith("cuda"):
+            return Device(devices.cuda_name(device), local=True, cuda=device)
+        return Device(devices.describe(device), local=True)
+
+    def model_size(self) -> tuple[float | None, int | None]:
+        if self._export is not None:  # the exported weights: the runtime's model, not torch's
+            return round(self._export.size_mb, 1), None
+        path = self.spec.local_path()
+        size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20 if path is not None else None
+        parameters = sum(p.numel() for p in self._model.model.parameters()) if self._model is not None else None
+        return size, parameters
