@@ -58,9 +58,10 @@ _providers: dict[str, Provider] = {}
 PACKAGE_PROVIDERS: dict[str, tuple[str, ...]] = {
     "builtin": ("bm25", "bow"),
     "ensemble": ("ensemble",),
-    "litellm": ("litellm_chat", "litellm_embedder"),
-    "sentence_transformers": ("sentence_transformers",),
-    "xinference": ("xinference",),
+    "litellm": ("litellm_chat", "litellm_embedder", "litellm_reranker"),
+    "rerank_with": ("rerank_with",),
+    "sentence_transformers": ("sentence_transformers", "cross_encoder"),
+    "xinference": ("xinference", "xinference_reranker"),
 }
 
 
