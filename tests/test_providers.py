@@ -310,4 +310,5 @@ def test_a_run_reads_models_yaml_with_the_provider_modules_of_its_keys_only(tmp_
         "models:\n  - {id: a, kind: llm, litellm: openai/x}\n  - {id: b, kind: embedder, builtin: bow}\n"
     )
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, check=True)
-    assert done.stdout.split("\n")[0] == "['bm25', 'bow', 'litellm_chat', 'litellm_embedder', 'litellm_reranker'] ['litellm', 'bow']"
+    modules = "['bm25', 'bow', 'litellm_chat', 'litellm_embedder', 'litellm_reranker']"
+    assert done.stdout.split("\n")[0] == f"{modules} ['litellm', 'bow']"
