@@ -156,6 +156,7 @@ class Toy:
     """A model as the meter sees it (`ragmatrix.cost.meter.Measured`)."""
 
     id = "toy"
+    kind = "embedder"
 
     def cost_device(self) -> Device:
         return Device("cpu: X", local=True)

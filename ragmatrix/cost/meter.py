@@ -324,6 +324,7 @@ class Measured(Protocol):
     """What the meter reads of a model: every model wrapper of `ragmatrix.models` offers it."""
 
     id: str
+    kind: str  # "embedder", "retriever", "reranker", ...: a lexical index is no embedding
 
     def cost_device(self) -> Device:
         """Where the model works: figures are kept per device, and memory counts only for a model
@@ -358,8 +359,7 @@ def encoding(model: Measured, texts: int) -> Iterator[None]:
         began = time.perf_counter()
         yield
         seconds = time.perf_counter() - began
-    embedded = getattr(model, "kind", None) == "embedder"  # a lexical retriever's index is no embedding
-    meter.encoded(work, model.id, device.name, texts, seconds, peak, embedded=embedded)
+    meter.encoded(work, model.id, device.name, texts, seconds, peak, embedded=model.kind == "embedder")
 
 
 def served_from_cache(model: Measured, texts: int) -> None:
