@@ -44,6 +44,18 @@ def fresh_event_loop() -> Iterator[None]:
 
 
 @pytest.fixture
+def dense_words_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The `dense_words` test provider (`tests/dense_words.py`) registered for this test only."""
+    import dense_words as module
+
+    from ragmatrix.models import providers
+
+    providers.providers()  # the package's own registered before the copy
+    monkeypatch.setattr(providers, "_providers", dict(providers._providers))
+    module.register()
+
+
+@pytest.fixture
 def server() -> Iterator[OpenAIServer]:
     with OpenAIServer() as srv:
         yield srv

@@ -95,10 +95,11 @@ def bag_of_words(spec: ModelSpec | None = None, cache: Any = None, provider: Any
 
 
 def counting_bag_of_words() -> Any:
-    """A bag-of-words provider that records every batch the cache lets through (`batches`)."""
-    from ragmatrix.models.lexical import HashingBagOfWords
+    """A bag-of-words provider that records every batch the cache lets through (`batches`),
+    keeping its rows dense as any embedder's (see `dense_words.py`)."""
+    from dense_words import DenseWords
 
-    class Counting(HashingBagOfWords):
+    class Counting(DenseWords):
         def __init__(self) -> None:
             self.batches: list[list[str]] = []
 
@@ -107,3 +108,13 @@ def counting_bag_of_words() -> Any:
             return super().embed(texts)
 
     return Counting()
+
+
+def dense_words_project(folder: Path) -> None:
+    """The `dense_words` test provider in a benchmark project (its module copied beside a conftest
+    that registers it), for a run in another process; in this process, with the
+    `dense_words_provider` fixture."""
+    import dense_words
+
+    write(folder / "dense_words.py", Path(dense_words.__file__).read_text())
+    write(folder / "conftest.py", dense_words.CONFTEST)

@@ -358,9 +358,11 @@ def test_the_models_file_is_found_from_a_subfolder_and_named_when_missing(tmp_pa
     (project / "benchmark").mkdir()
     models_file(project / "benchmark" / "models.yaml", server)
     dataset(deeper / "in.jsonl")
-    found = run_cli(deeper, "annotate", "in.jsonl", "out.jsonl", "--judges", "bow", "--no-progress")
+    server.answer = knows_the_labels
+    found = run_cli(deeper, "annotate", "in.jsonl", "out.jsonl", "--judges", "scripted", "--no-progress")
     assert found.returncode == 0, found.stderr
-    assert (deeper / "out.jsonl").exists() and (project / ".benchmark_cache").is_dir()
+    # the run's root is the project's: the LLM's answers are cached there
+    assert (deeper / "out.jsonl").exists() and (project / ".benchmark_cache" / "responses.sqlite").is_file()
     unknown = run_cli(deeper, "annotate", "in.jsonl", "o.jsonl", "--judges", "nosuch")
     assert unknown.returncode == 1
     assert unknown.stderr.startswith("error: unknown model 'nosuch' in --judges (")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from dense_words import DenseWords
 from project import REPO, assert_outcomes, bag_of_words, write
 
 from ragmatrix.families import all_families
@@ -306,7 +307,7 @@ def test_search_chunks_and_indexes_a_corpus_once_per_model_and_strategy(tmp_path
     write(tmp_path / "b.py", "def beta():\n    return 2\n")
     case = make_case(tmp_path, {"expected_files": ["a.py"], "answer_keywords": ["KEY"]})
 
-    class Counting(HashingBagOfWords):
+    class Counting(DenseWords):  # rows kept through the embedding cache, as an embedder's are
         encoded = 0
 
         def embed(self, texts):

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from project import REPO, models_yaml, write
+from project import REPO, dense_words_project, models_yaml, write
 
 from ragmatrix.cost.store import CostStore
 from ragmatrix.families import all_families
@@ -104,7 +104,10 @@ def test_a_partial_rerun_adds_its_measurements_to_the_stored_ones(bench):
     assert len((results(bench) / "costs" / "rag_interpretation.jsonl").read_text().splitlines()) == 1  # compacted
 
 
-def test_a_model_whose_every_text_came_from_the_cache_gets_no_speed(bench):
+def test_a_model_whose_every_text_came_from_the_cache_gets_no_speed(bench, dense_words_provider):
+    dense_words_project(bench.path)  # an embedder that caches its rows
+    models = (bench.path / "benchmark/models.yaml").read_text().replace("    builtin: bow\n", "    dense_words: true\n")
+    write(bench.path / "benchmark/models.yaml", models)
     run(bench, "-k", "bow").assert_outcomes(passed=2)
     shutil.rmtree(results(bench))  # the rows are gone, the embedding cache is not
     run(bench, "-k", "bow").assert_outcomes(passed=2)

@@ -7,6 +7,7 @@ import sqlite3
 from typing import Any
 
 import numpy as np
+from dense_words import DenseWordsSpec
 from project import bag_of_words, counting_bag_of_words
 
 from ragmatrix.models.embedding_cache import EmbeddingCache
@@ -87,14 +88,16 @@ def test_prefixes_and_model_specs_do_not_share_entries(tmp_path):
 def test_the_registry_gives_embedders_one_cache_when_caching(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGMATRIX_CACHE_DIR", str(tmp_path))
     registry = Registry(use_cache=True)
-    a, b = registry.build(bow_spec(id="a")), registry.build(bow_spec(id="b"))
+    a, b = (registry.build(DenseWordsSpec(id=name, kind="embedder")) for name in ("a", "b"))
     assert isinstance(a.cache, EmbeddingCache) and a.cache is b.cache
     assert a.cache.path == tmp_path / "embeddings.sqlite"
     a.embed_documents(["red apples"])
     b.embed_documents(["red apples"])  # same fingerprint: the id is not part of it
     assert a.cache.embedded == 1 and a.cache.hits == 1
     registry.close()
-    assert Registry(use_cache=False).build(bow_spec()).cache is None
+    assert Registry(use_cache=False).build(DenseWordsSpec(id="a", kind="embedder")).cache is None
+    # the bag-of-words baseline keeps none: counting a text's words is cheaper than reading 16 KB back
+    assert Registry(use_cache=True).build(bow_spec()).cache is None
 
 
 def _write(directory: str, worker: int) -> None:

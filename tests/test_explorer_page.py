@@ -78,15 +78,23 @@ def click_tab(driver, family: str) -> None:
 
 def open_cell(driver, model: str, item: str) -> str:
     """Click the cell of `model` on row `item`; the detail's title once it is shown."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    columns = texts(driver, ".head .model")
-    for row in driver.find_elements("css selector", "#grid-body .row"):
-        if row.find_element("css selector", ".row-label").get_attribute("textContent") == item:
-            row.find_elements("css selector", ".cell")[columns.index(model)].click()
-            break
-    else:
+    def clicked(d) -> bool:
+        # The grid may still be drawing its rows after a tab is clicked: a row found before it
+        # was redrawn is stale, and is looked up again.
+        columns = texts(d, ".head .model")
+        try:
+            for row in d.find_elements("css selector", "#grid-body .row"):
+                if row.find_element("css selector", ".row-label").get_attribute("textContent") == item:
+                    row.find_elements("css selector", ".cell")[columns.index(model)].click()
+                    return True
+        except StaleElementReferenceException:
+            return False
         raise AssertionError(f"no row {item}")
+
+    WebDriverWait(driver, 30).until(clicked)
     WebDriverWait(driver, 30).until(lambda d: d.find_elements("css selector", "#detail-title"))
     return driver.find_element("css selector", "#detail-title").get_attribute("textContent")
 
@@ -100,7 +108,7 @@ def select(driver, select_id: str, value: str) -> None:
 def test_the_page_of_the_committed_results_lists_every_model_and_case_and_opens_an_item(browser, tmp_path, capsys):
     page = tmp_path / "explorer.html"
     assert main(["view", "--results-dir", str(RESULTS), "--out", str(page)]) == 0
-    assert capsys.readouterr().out.endswith(f"wrote {page}: 933 items of 5 families\n")
+    assert capsys.readouterr().out.endswith(f"wrote {page}: 1149 items of 5 families\n")
     open_page(browser, page)
     rows, _ = load(RESULTS)
     assert texts(browser, "#family-tabs button[data-family]") == sorted(rows)
@@ -148,7 +156,7 @@ def test_the_filters_narrow_the_grid(browser, tmp_path, capsys):
     browser.find_element("id", "filter-search").send_keys("base64")
     shown = texts(browser, ".row-label")
     assert shown and all("base64" in item for item in shown)
-    assert browser.find_element("id", "shown-count").text.startswith(f"{len(shown)} of 174 rows, 1 of 4 models")
+    assert browser.find_element("id", "shown-count").text.startswith(f"{len(shown)} of 174 rows, 1 of 5 models")
 
 
 HOSTILE = "</script><script>window.pwned = 1; document.title = 'pwned'</script><img src=x onerror=\"window.pwned=2\">"

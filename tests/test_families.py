@@ -3,7 +3,10 @@ three files that then show in the terminal leaderboard and in the report."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
+import sys
 
 import pytest
 from project import REPO, files_shown, write
@@ -88,6 +91,29 @@ def test_the_shipped_families_are_found_with_their_descriptors():
     assert rss is not None and rss.headline.scale == "RSS x500" and rss.corpus_fingerprint is not None
     assert family_named("rag_interpretation").prompt_fields == ("instruction",)  # type: ignore[union-attr]
     assert family_named("nosuch") is None
+
+
+def test_the_table_of_the_packages_families_names_each_family_module_by_its_familys_name():
+    """A run imports a family's module when its data names the family (`PACKAGE_FAMILIES`)."""
+    found = {}
+    for module in pkgutil.iter_modules(ragmatrix.families.__path__):
+        family = getattr(importlib.import_module(f"ragmatrix.families.{module.name}"), "FAMILY", None)
+        if family is not None:
+            found[family.name] = module.name
+    assert ragmatrix.families.PACKAGE_FAMILIES == found
+
+
+def test_a_run_imports_the_family_modules_its_data_names_and_no_other(bench):
+    write(bench.path / "benchmark" / "models.yaml", "models:\n  - {id: bow, kind: embedder, builtin: bow}\n")
+    script = (
+        "import sys, pytest\n"
+        "code = pytest.main(['benchmark', '-q', '-p', 'no:cacheprovider'])\n"
+        "prefix = 'ragmatrix.families.'\n"
+        "print('FAMILIES', sorted({m[len(prefix):].split('.')[0] for m in sys.modules if m.startswith(prefix)}),"
+        " 'CODE', int(code))\n"
+    )
+    result = bench.run(sys.executable, "-c", script)
+    result.stdout.fnmatch_lines(["FAMILIES [[]'rag'[]] CODE 0"])
 
 
 def test_a_new_family_is_three_files_and_shows_in_the_leaderboard_and_the_report(bench):

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dense_words import DenseWords
+from project import dense_words_project
 
 from ragmatrix.models.embedder import BLOCK, PROGRESS_FROM, EmbeddingModel
 from ragmatrix.models.embedding_cache import EmbeddingCache
@@ -31,8 +33,9 @@ def texts(n: int, start: int = 0) -> list[str]:
     return [f"chunk {i} " + "word " * (i % 7) for i in range(start, start + n)]
 
 
-class RecordingBagOfWords(HashingBagOfWords):
-    """The bag-of-words model, recording each block; it dies after `fail_after` blocks."""
+class RecordingBagOfWords(DenseWords):
+    """The bag-of-words model with dense rows (as any embedder's), recording each block; it dies
+    after `fail_after` blocks."""
 
     def __init__(self, fail_after: int | None = None) -> None:
         self.blocks: list[list[str]] = []
@@ -171,7 +174,10 @@ def test_usage_tells_embedded_texts_from_earlier_runs_and_from_this_run(tmp_path
 
 def test_a_benchmark_run_draws_the_bar_on_the_terminal_past_the_capture(pytester):
     (pytester.path / "benchmark" / "data").mkdir(parents=True)
-    (pytester.path / "benchmark" / "models.yaml").write_text("models:\n  - {id: bow, kind: embedder, builtin: bow}\n")
+    dense_words_project(pytester.path)  # an embedder whose index is built in blocks, with a bar
+    (pytester.path / "benchmark" / "models.yaml").write_text(
+        "models:\n  - {id: bow, kind: embedder, dense_words: true}\n"
+    )
     source = (REPO / "benchmark" / "test_code_retrieval.py").read_text()
     (pytester.path / "benchmark" / "test_code_retrieval.py").write_text(source)
     (pytester.path / "benchmark" / "data" / "big.py").write_text(

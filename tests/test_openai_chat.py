@@ -17,6 +17,7 @@ from ragmatrix.foundations.cache import SqliteCache
 from ragmatrix.models import aio
 from ragmatrix.models.chat import LLM
 from ragmatrix.models.client import ModelError
+from ragmatrix.models.http import StatusError
 from ragmatrix.models.openai_chat import OpenAIChat
 from ragmatrix.models.providers.litellm_chat import LitellmChat, chat_client
 from ragmatrix.models.registry import Registry
@@ -179,8 +180,25 @@ def test_a_direct_models_first_requests_go_together(server):
     go alone, as a cold client's must (see LLM._ask)."""
     server.gather(4)  # no answer before four requests are in: a first request alone would wait in vain
     spec = server_spec(server, "llm", "scripted", concurrency=4, timeout=10)
-    answers = LLM(spec, OpenAIChat(spec), None).chat_many(
-        [[{"role": "user", "content": f"q{i}"}] for i in range(4)]
-    )
+    answers = LLM(spec, OpenAIChat(spec), None).chat_many([[{"role": "user", "content": f"q{i}"}] for i in range(4)])
     assert answers == ["yes"] * 4
     assert server.max_concurrency == 4
+
+
+def test_a_proxy_the_environment_names_carries_the_requests_and_no_proxy_is_obeyed(server, monkeypatch):
+    """Looked up once per model (as aiohttp's trust_env would on every request): the test
+    server stands in for the proxy of a host that does not exist, and receives the request in
+    a proxy's form (the whole address), which it has no route for."""
+    for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", server.base_url.removesuffix("/v1"))
+    spec = spec_of(litellm="openai/scripted", api_base="http://model.invalid/v1")
+    with pytest.raises(StatusError, match="no route for POST http://model.invalid/v1/chat/completions"):
+        aio.run(OpenAIChat(spec).complete(QUESTION, 5.0))
+    (request,) = server.requests
+    assert request["path"] == "http://model.invalid/v1/chat/completions"  # asked through the proxy
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    server.reset()
+    direct = server_spec(server, "llm", "scripted")  # the server itself: not through the proxy
+    assert aio.run(OpenAIChat(direct).complete(QUESTION, 5.0))[0] == "yes"
+    assert [r["path"] for r in server.requests] == ["/v1/chat/completions"]

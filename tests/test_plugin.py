@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from project import SMALL_CASES, assert_outcomes, models_yaml, write
+from project import SMALL_CASES, assert_outcomes, dense_words_project, models_yaml, write
 
 from ragmatrix.testing.openai_server import Reply
 
@@ -411,7 +411,10 @@ def test_a_warm_rerun_is_served_from_the_embedding_cache_without_loading_the_mod
     result.stdout.fnmatch_lines(["*2 passed*", "LOADED False CODE 0"])
 
 
-def test_the_summary_counts_calls_and_embeddings_of_this_run(bench, server):
+def test_the_summary_counts_calls_and_embeddings_of_this_run(bench, server, dense_words_provider):
+    dense_words_project(bench.path)  # an embedder that caches its rows
+    models = models_yaml(server.base_url).replace("    builtin: bow\n", "    dense_words: true\n")
+    write(bench.path / "benchmark/models.yaml", models)
     result = run(bench)
     # 2 embedder items share one question and have two fragments: 3 texts embedded, 1 reused
     result.stdout.fnmatch_lines(

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -257,9 +261,7 @@ def test_an_xinference_model_is_reached_through_a_litellm_spec_of_its_running_ui
 def test_a_provider_module_beside_the_benchmark_joins_the_matrix(bench, server):
     """One module and a line that imports it: its model runs, is stored and is ranked."""
     (bench.path / "toy_provider.py").write_text(textwrap.dedent(TOY_PROVIDER))
-    bench.makeconftest(
-        'import toy_provider  # noqa: F401  (registers the toy provider)\n'
-    )
+    bench.makeconftest("import toy_provider  # noqa: F401  (registers the toy provider)\n")
     with (bench.path / "benchmark" / "models.yaml").open("a") as models:
         models.write("  - id: loud\n    kind: llm\n    toy: 1\n")
     result = bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-k", "loud")
@@ -279,3 +281,35 @@ def test_every_name_of_the_provider_face_resolves_and_chat_model_means_one_thing
     import ragmatrix.models.chat as chat
 
     assert face.LLM is chat.LLM and not hasattr(chat, "ChatModel")
+
+
+def test_the_table_of_the_packages_providers_lists_every_module_under_the_key_its_entries_carry():
+    """A run imports the provider modules of the keys its models.yaml uses (`PACKAGE_PROVIDERS`):
+    a module missing from the table would be found only by a full scan, and one claiming a key
+    listed for others could be passed over."""
+    keys: dict[str, set[str]] = {}
+    for module in pkgutil.iter_modules(providers.__path__):
+        imported = importlib.import_module(f"{providers.__name__}.{module.name}")
+        for registered in providers.providers().values():
+            if registered.spec.__module__ == imported.__name__ and registered.spec.key is not None:
+                keys.setdefault(registered.spec.key, set()).add(module.name)
+    assert {key: set(modules) for key, modules in providers.PACKAGE_PROVIDERS.items()} == keys
+
+
+def test_a_run_reads_models_yaml_with_the_provider_modules_of_its_keys_only(tmp_path):
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from ragmatrix.foundations.context import start_run\n"
+        "from ragmatrix.models.models_file import load_models\n"
+        "with start_run(Path(sys.argv[1])):\n"
+        "    specs = load_models(Path(sys.argv[1]) / 'models.yaml')\n"
+        "prefix = 'ragmatrix.models.providers.'\n"
+        "print(sorted(m[len(prefix):] for m in sys.modules if m.startswith(prefix)), [s.provider for s in specs])\n"
+    )
+    (tmp_path / "models.yaml").write_text(
+        "models:\n  - {id: a, kind: llm, litellm: openai/x}\n  - {id: b, kind: embedder, builtin: bow}\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, check=True)
+    modules = "['bm25', 'bow', 'litellm_chat', 'litellm_embedder', 'litellm_reranker']"
+    assert done.stdout.split("\n")[0] == f"{modules} ['litellm', 'bow']"

@@ -11,7 +11,7 @@ import json
 import tomllib
 
 import pytest
-from project import REPO, write
+from project import REPO, assert_outcomes, write
 
 LLM_ITEMS = 5
 ALL_ITEMS = 7
@@ -91,13 +91,16 @@ def pytest_sessionfinish(session):
 """
 
 
-def test_the_controller_imports_the_statistics_while_the_llm_answers(bench):
+def test_the_controller_imports_the_statistics_while_the_models_work(bench):
     write(bench.path / "conftest.py", WARMED)
     bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-k", "scripted").assert_outcomes(
         passed=LLM_ITEMS
     )
     assert (bench.path / "warmed.txt").read_text() == "True"
     bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-k", "bow").assert_outcomes(passed=2)
+    assert (bench.path / "warmed.txt").read_text() == "True"  # while an embedder's texts are embedded ahead
+    result = bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider")
+    assert_outcomes(result, cached=ALL_ITEMS)
     assert (bench.path / "warmed.txt").read_text() == "False"  # nothing sent ahead: nothing to overlap
 
 
@@ -120,3 +123,24 @@ def test_the_statistics_import_runs_on_a_thread_while_answers_are_awaited():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert done.returncode == 0, done.stderr
+
+
+AIOHTTP_IMPORT = """
+import sys, threading
+
+def _audit(event, args):
+    if event == "import" and args[0] == "aiohttp":
+        with open("aiohttp_import.txt", "a") as handle:
+            handle.write(threading.current_thread().name + "\\n")
+
+sys.addaudithook(_audit)
+"""
+
+
+def test_the_http_client_is_imported_on_the_loops_thread_while_the_items_are_collected(bench):
+    """aiohttp (and the TLS contexts it builds as it is imported) is off the main thread's path
+    to the first request: the loop's thread imports it once the matrix holds a model asked
+    directly over HTTP."""
+    write(bench.path / "conftest.py", AIOHTTP_IMPORT)
+    bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-k", "scripted").assert_outcomes(passed=5)
+    assert (bench.path / "aiohttp_import.txt").read_text().split() == ["ragmatrix-event-loop"]

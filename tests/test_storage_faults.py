@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from project import REPO, SMALL_CASES, assert_outcomes, models_yaml, write
+from project import REPO, SMALL_CASES, assert_outcomes, dense_words_project, models_yaml, write
 
 from ragmatrix.foundations.storage import StorageError
 from ragmatrix.results import store as store_module
@@ -48,6 +48,14 @@ def project(root: Path) -> Path:
     write(root / "benchmark" / "models.yaml", models_yaml(None))
     write(root / "pytest.ini", "[pytest]\n")
     (root / "cache").mkdir()
+    return root
+
+
+def caching_embedder(root: Path) -> Path:
+    """The project with an embedder that writes its rows to the embedding cache (the
+    bag-of-words baseline keeps none): the `dense_words` test provider, under the same id."""
+    dense_words_project(root)
+    write(root / "benchmark" / "models.yaml", "models:\n  - {id: bow, kind: embedder, dense_words: true}\n")
     return root
 
 
@@ -155,7 +163,7 @@ def test_a_full_results_folder_stops_the_run_and_the_stored_rows_stay_whole(tmp_
 
 @needs_mounts
 def test_a_read_only_cache_folder_stops_a_run_that_must_embed_with_one_line(tmp_path):
-    root = project(tmp_path)
+    root = caching_embedder(project(tmp_path))
     stored = filled(root)
     result = pytest_in(root, "--run-all", mounts=read_only(root / "cache"))
     one_line_stop(result, "cache folder cache", "Read-only file system")
@@ -165,7 +173,7 @@ def test_a_read_only_cache_folder_stops_a_run_that_must_embed_with_one_line(tmp_
 
 @needs_mounts
 def test_a_full_cache_folder_stops_the_run_with_one_line(tmp_path):
-    root = project(tmp_path)
+    root = caching_embedder(project(tmp_path))
     result = pytest_in(root, mounts=full(root / "cache", tmp_path / "staging"))
     one_line_stop(result, "cache folder cache", "database or disk is full")
 

@@ -7,10 +7,9 @@ OpenAI-compatible server, reached through litellm.
 
 from __future__ import annotations
 
-import io
 import json
 import sqlite3
-import sys
+import time
 from collections import Counter
 
 import pytest
@@ -339,32 +338,26 @@ def test_a_1_mib_answer_is_cut_and_counted_as_a_format_violation(bench, server):
     assert all(len(c["text"]) == 16 * 1024 and c["cut"] for c in cached_responses(bench))
 
 
-def test_a_progress_bar_counts_the_requests_sent_ahead_on_a_terminal(server, monkeypatch, pytestconfig):
-    if hasattr(pytestconfig, "workerinput"):
-        pytest.skip("an xdist worker has no terminal")
-    from project import server_spec
+def test_items_are_recorded_while_later_answers_are_still_on_their_way(bench, server):
+    """The loop reads answers on its own thread: the first item is recorded while the last
+    request is still unanswered. The server holds the last answer until a row is stored (at
+    most 30 s); had the items waited for every answer sent ahead, no row could come first."""
+    results = bench.path / "benchmark/results/rag_interpretation.jsonl"
+    released_by_a_row: list[bool] = []
 
-    from ragmatrix.models import aio
-    from ragmatrix.models.chat import LLM
-    from ragmatrix.models.providers.litellm_chat import LitellmChat
-    from ragmatrix.plugin.scheduling import Scheduler
+    def answer(messages: list[dict]) -> str:
+        if "Australia" not in json.dumps(messages):
+            return "yes"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (results.exists() and results.read_text().strip()):
+            time.sleep(0.01)
+        released_by_a_row.append(results.exists() and bool(results.read_text().strip()))
+        return "Canberra"
 
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
-
-    terminal = Terminal()
-    monkeypatch.setattr(sys, "__stderr__", terminal)
-    spec = server_spec(server, "llm", "scripted", concurrency=4)
-    model = LLM(spec, LitellmChat(spec), None)
-    try:
-        Scheduler(state=None, config=pytestconfig)._send(  # type: ignore[arg-type]
-            [(model, [{"role": "user", "content": f"q{i}"}], 0) for i in range(6)]
-        )
-    finally:
-        aio.close()
-    assert "ragmatrix: model requests" in terminal.getvalue() and "/6" in terminal.getvalue()
-    assert server.count() == 6
+    server.answer = answer
+    run(bench, "-k", "scripted").assert_outcomes(passed=LLM_ITEMS)
+    assert released_by_a_row == [True]
+    assert len(rows(bench)) == LLM_ITEMS
 
 
 def test_an_explicit_answer_of_more_than_a_few_words_is_a_format_violation():

@@ -40,9 +40,13 @@ from ragmatrix.cost.record import CostRecord, VariantWork
 
 T = TypeVar("T")
 FLUSH_EVERY_S = 5.0
-# Queries timed alone per (family, model, device) and process: enough for a median and a
-# 95th percentile, little enough to add well under a second for a local model.
-QUERY_SAMPLES = 32
+# Queries timed alone, besides the real work, per (family, model, device) and process: at least
+# one, at most QUERY_SAMPLES, and no more once they have taken QUERY_SHARE of the time the model
+# spent on its real work for the family (its own encode calls), so that timing one query costs a
+# cold run a few per cent at most (32 lone queries after every batch had cost a third of one).
+# A query a retriever scores for real (`query_latency`) is timed as it is run, at no extra cost.
+QUERY_SAMPLES = 8
+QUERY_SHARE = 0.05
 
 Key = tuple[str, str, str]  # (family, model id, device)
 # A model id's price and where it comes from ("models.yaml", "litellm cost map", or another word
@@ -137,6 +141,8 @@ class Meter:
         self.totals: dict[Key, CostRecord] = {}  # everything this process measured, flushed or not
         self._deltas: dict[Key, _Delta] = {}
         self._query_samples: Counter[Key] = Counter()
+        self._query_ms_alone: dict[Key, float] = {}  # time spent on queries timed besides the work
+        self._encode_s: dict[Key, float] = {}  # the real work's seconds, in this process
         self._sized: set[Key] = set()
         self._warm: set[str] = set()  # models that encoded something for real in this process
         self._lock = threading.RLock()
@@ -159,6 +165,8 @@ class Meter:
             delta = self._delta((work.family, model, device))
             delta.texts += texts
             delta.encode_s += seconds
+            key = (work.family, model, device)
+            self._encode_s[key] = self._encode_s.get(key, 0.0) + seconds
             variant = delta.variants.setdefault(work.variant, [0, 0.0])
             variant[0] += texts
             variant[1] += seconds
@@ -185,14 +193,23 @@ class Meter:
         with self._lock:
             self._delta((work.family, model, device)).cache_hits += texts
 
-    def query_samples_wanted(self, work: Work, model: str, device: str) -> int:
+    def wants_a_query_timed(self, work: Work, model: str, device: str) -> bool:
+        """May one more query be timed alone, besides the real work (see QUERY_SHARE)?"""
+        key = (work.family, model, device)
         with self._lock:
-            return max(0, QUERY_SAMPLES - self._query_samples[(work.family, model, device)])
+            done = self._query_samples[key]
+            if done == 0:
+                return True
+            spent_s = self._query_ms_alone.get(key, 0.0) / 1000.0
+            return done < QUERY_SAMPLES and spent_s < QUERY_SHARE * self._encode_s.get(key, 0.0)
 
-    def query(self, work: Work, model: str, device: str, ms: float) -> None:
+    def query(self, work: Work, model: str, device: str, ms: float, alone: bool = False) -> None:
+        """One query's latency; `alone`: it was timed besides the real work (`time_queries`)."""
         key = (work.family, model, device)
         with self._lock:
             self._query_samples[key] += 1
+            if alone:
+                self._query_ms_alone[key] = self._query_ms_alone.get(key, 0.0) + ms
             delta = self._delta(key)
             delta.queries.add(ms)
             delta.touch()
@@ -315,6 +332,7 @@ class Measured(Protocol):
     """What the meter reads of a model: every model wrapper of `ragmatrix.models` offers it."""
 
     id: str
+    kind: str  # "embedder", "retriever", "reranker", ...: a lexical index is no embedding
 
     def cost_device(self) -> Device:
         """Where the model works: figures are kept per device, and memory counts only for a model
@@ -349,8 +367,7 @@ def encoding(model: Measured, texts: int) -> Iterator[None]:
         began = time.perf_counter()
         yield
         seconds = time.perf_counter() - began
-    embedded = getattr(model, "kind", None) == "embedder"  # a lexical retriever's index is no embedding
-    meter.encoded(work, model.id, device.name, texts, seconds, peak, embedded=embedded)
+    meter.encoded(work, model.id, device.name, texts, seconds, peak, embedded=model.kind == "embedder")
 
 
 def served_from_cache(model: Measured, texts: int) -> None:
@@ -361,10 +378,11 @@ def served_from_cache(model: Measured, texts: int) -> None:
 
 
 def time_queries(model: Measured, texts: list[str], encode: Callable[[list[str]], Any]) -> None:
-    """Time up to the wanted number of `texts` (queries, prefixes applied) embedded one at a
-    time by `encode` (the model itself, no cache), once the model has encoded for real in this
-    process: the latency of one query, which batching would hide. A model over HTTP is not
-    asked again: its requests are timed as they are made."""
+    """Time a few of `texts` (queries, prefixes applied) embedded one at a time by `encode` (the
+    model itself, no cache), once the model has encoded for real in this process: the latency
+    of one query, which batching would hide. As few as QUERY_SHARE of the real work allows (at
+    least one per family); the record keeps the load average they were measured under. A model
+    over HTTP is not asked again: its requests are timed as they are made."""
     target = _target()
     if target is None or not texts:
         return
@@ -372,23 +390,22 @@ def time_queries(model: Measured, texts: list[str], encode: Callable[[list[str]]
     device = model.cost_device()
     if not device.local or not meter.is_warm(model.id):
         return
-    wanted = meter.query_samples_wanted(work, model.id, device.name)
-    for text in list(dict.fromkeys(texts))[:wanted]:
+    for text in dict.fromkeys(texts):
+        if not meter.wants_a_query_timed(work, model.id, device.name):
+            break
         began = time.perf_counter()
         encode([text])
-        meter.query(work, model.id, device.name, (time.perf_counter() - began) * 1000.0)
+        meter.query(work, model.id, device.name, (time.perf_counter() - began) * 1000.0, alone=True)
 
 
 def query_latency(model: Measured, ms: float) -> None:
-    """A query's latency as the model's own work measured it (a lexical retriever scoring one
-    query), within the sample budget."""
+    """A query's latency as the model's own work measured it (a retriever scoring one query for
+    real): every such query counts, at no extra cost."""
     target = _target()
     if target is None:
         return
     meter, work = target
-    device = model.cost_device().name
-    if meter.query_samples_wanted(work, model.id, device):
-        meter.query(work, model.id, device, ms)
+    meter.query(work, model.id, model.cost_device().name, ms)
 
 
 async def timed_request(

@@ -5,7 +5,8 @@ A run (`pytest benchmark`, `ragmatrix annotate`, ...) begins with `start_run(roo
 makes the new context the active one. What the run remembers lives in its context, never in a
 module:
 
-- the event loop every model call runs on, and the async HTTP clients made on it;
+- the event loop every model call runs on (on a thread of its own, `LoopThread`, from the first
+  call to the run's end), and the async HTTP clients made on it;
 - the variables whose values are secrets (those models.yaml declares, see `ragmatrix.foundations.secrets`);
 - the way a progress bar reaches the terminal past pytest's capture;
 - the parts that the modules below keep per run (`part`): the model registry, the family and
@@ -25,8 +26,10 @@ family) gets a context made on first use, rooted at the working directory.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import logging
+import threading
 from collections.abc import Callable, Coroutine
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -48,7 +51,7 @@ class RunContext:
         # Progress bars are drawn inside this (pytest's capture suspended); None: on stderr as it is.
         self.suspend_capture: Callable[[], AbstractContextManager[None]] | None = None
         self._parts: dict[Callable[[RunContext], Any], Any] = {}
-        self._runner: asyncio.Runner | None = None
+        self._thread: LoopThread | None = None
         self._closers: list[Closer] = []
 
     def describe(self) -> str:
@@ -69,13 +72,12 @@ class RunContext:
     # -- the event loop ----------------------------------------------------------------------
 
     def loop(self) -> asyncio.AbstractEventLoop:
-        return self._loop_runner().get_loop()
+        return self._loop_thread().loop
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """`coroutine`'s result on the run's loop, in a copy of the caller's context: the
-        runner's own context is the one it was made in, which would hide the item's sample and
-        usage."""
-        return self._loop_runner().run(coroutine, context=contextvars.copy_context())
+        """`coroutine`'s result, run on the run's loop in a copy of the caller's context (the
+        item's sample, usage and cost attribution travel with it); the caller waits."""
+        return self._loop_thread().run(coroutine)
 
     def at_close(self, closer: Closer) -> None:
         """Have the loop's closing await `closer()` before the loop closes: an HTTP session made
@@ -86,25 +88,25 @@ class RunContext:
     def close_loop(self) -> None:
         """Cancel what still runs on the loop and wait for it, close the async clients made on
         it, and close it; the next `run` makes a new loop."""
-        runner, self._runner = self._runner, None
+        thread, self._thread = self._thread, None
         closers, self._closers = self._closers, []
-        if runner is None:
+        if thread is None:
             return
         try:
-            runner.run(_cancel_pending())
+            thread.run(_cancel_pending())
         except Exception:  # cleanup is best effort: the run's results are already stored
             log.debug("cancelling the loop's tasks failed", exc_info=True)
         for closer in closers:
             try:
-                runner.run(closer())
+                thread.run(closer())
             except Exception:  # cleanup is best effort: the run's results are already stored
                 log.debug("closing a client failed", exc_info=True)
-        runner.close()
+        thread.close()
 
-    def _loop_runner(self) -> asyncio.Runner:
-        if self._runner is None:
-            self._runner = asyncio.Runner()
-        return self._runner
+    def _loop_thread(self) -> LoopThread:
+        if self._thread is None:
+            self._thread = LoopThread()
+        return self._thread
 
     # -- the end -----------------------------------------------------------------------------
 
@@ -131,6 +133,68 @@ class RunContext:
 
     def __exit__(self, *exc: object) -> None:
         self.end()
+
+
+class LoopThread:
+    """An event loop running on a thread of its own for as long as the run needs it: answers are
+    read as they arrive, whatever the caller's thread is doing (running an item, writing a row),
+    so a connection is free again at once and a request's latency is the server's. The caller
+    hands it coroutines and waits for their results (`run`); work that needs the CPU (a local
+    model's encode) stays in the caller's thread, off the loop."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._serve, name="ragmatrix-event-loop", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """`coroutine`'s result, run as a task on the loop in a copy of the caller's context. A
+        caller interrupted while it waits (Ctrl-C) cancels the task."""
+        if threading.current_thread() is self._thread:
+            coroutine.close()
+            raise RuntimeError("a model was asked synchronously from the run's event loop: await it instead")
+        context = contextvars.copy_context()
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+        started: list[asyncio.Task[T]] = []
+
+        def start() -> None:
+            task = self.loop.create_task(coroutine, context=context)
+            started.append(task)
+            task.add_done_callback(lambda _: _settle(task, done))
+
+        self.loop.call_soon_threadsafe(start)
+        try:
+            return done.result()
+        except BaseException:
+            if not done.done():  # interrupted while waiting: the task must not outlive its caller
+                self.loop.call_soon_threadsafe(lambda: [task.cancel() for task in started])
+            raise
+
+    def close(self) -> None:
+        """Finalise async generators and the default executor, stop the loop, wait for its thread
+        and close the loop."""
+        for finish in (self.loop.shutdown_asyncgens, self.loop.shutdown_default_executor):
+            try:
+                self.run(finish())
+            except Exception:  # cleanup is best effort: the run's results are already stored
+                log.debug("finishing the loop failed", exc_info=True)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
+
+
+def _settle(task: asyncio.Task[T], done: concurrent.futures.Future[T]) -> None:
+    """Hand a task's outcome to the thread waiting for it."""
+    if task.cancelled():
+        done.set_exception(asyncio.CancelledError())  # as awaiting it would raise
+    elif task.exception() is not None:
+        done.set_exception(task.exception())
+    else:
+        done.set_result(task.result())
 
 
 async def _cancel_pending() -> None:

@@ -1,8 +1,10 @@
 """The run's event loop for every model call (held by the run's context, `ragmatrix.foundations.context`).
 
-Test functions are synchronous; they hand coroutines to this loop. Keeping a single loop for
-the whole run lets async HTTP clients and per-model semaphores live across tests instead of
-being bound to a loop that `asyncio.run` has already closed.
+Test functions are synchronous; they hand coroutines to this loop and wait for the result. The
+loop runs on a thread of its own for the whole run, so requests sent ahead of the items are
+answered and read while the items run, and async HTTP clients and per-model semaphores live
+across tests. Local CPU work (a sentence-transformers encode) never runs on it: the caller
+does it in its own thread.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ sent), and token and cost accounting for the item being run.
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -93,8 +94,11 @@ class LLM:
         self._consumed: set[str] = set()
         # The requests the scheduler sent ahead whose use is not reported yet (`left_unused`).
         self._sent_ahead: set[str] = set()
+        # `prefetch` and `achat` run on the run's loop, `left_unused` in the caller's thread.
+        self._sent_lock = threading.Lock()
         self._first_attempt: asyncio.Event | None = None  # set once the first attempt has ended
         self._secret_names = tuple(sorted(spec.env_names()))
+        self._fingerprint: dict[str, Any] | None = None
 
     @property
     def breaker(self) -> Breaker:
@@ -119,13 +123,16 @@ class LLM:
         self.provider.close()
 
     def cache_key(self, messages: Messages, sample: int) -> str:
-        return md5_of({"model": self.spec.output_fingerprint(), "messages": messages, "sample": sample})
+        if self._fingerprint is None:  # the spec's, read once: every request and item needs it
+            self._fingerprint = self.spec.output_fingerprint()
+        return md5_of({"model": self._fingerprint, "messages": messages, "sample": sample})
 
     def prefetch(self, messages: Messages, sample: int) -> asyncio.Task[Answer]:
         """Start asking now (on the running loop), ahead of the item; `achat` with the same
         messages and sample later takes this answer instead of asking again."""
         key = self.cache_key(messages, sample)
-        self._sent_ahead.add(key)
+        with self._sent_lock:
+            self._sent_ahead.add(key)
         return self._task(messages, key)
 
     def left_unused(self, messages: Messages, sample: int) -> bool:
@@ -133,12 +140,13 @@ class LLM:
         took it: a family whose test asks other messages than its first round declares. Said
         once per request."""
         key = self.cache_key(messages, sample)
-        if key not in self._sent_ahead:
-            return False
-        self._sent_ahead.discard(key)
-        task = self._answers.get(key)
-        answered = task is not None and task.done() and not task.cancelled() and task.exception() is None
-        return answered and key not in self._consumed
+        with self._sent_lock:
+            if key not in self._sent_ahead:
+                return False
+            self._sent_ahead.discard(key)
+            task = self._answers.get(key)
+            answered = task is not None and task.done() and not task.cancelled() and task.exception() is None
+            return answered and key not in self._consumed
 
     def _task(self, messages: Messages, key: str) -> asyncio.Task[Answer]:
         """The session's one request for this key: asked now, or already asked."""
@@ -160,13 +168,28 @@ class LLM:
             if self._answers.get(key) is task:
                 del self._answers[key]  # errors are never kept: the next ask tries again
             raise
+        return self._taken(key, answer)
+
+    def _taken(self, key: str, answer: Answer) -> str:
+        """The answer's text, its usage counted for the item being run (in the caller's context)."""
         usage = current_usage.get()
         if usage is not None:
             first = key not in self._consumed
             usage.add(answer.usage, answer.cost, cached=answer.cached or not first)
             usage.answers_cut += int(answer.cut)
-        self._consumed.add(key)
+        with self._sent_lock:
+            self._consumed.add(key)
         return answer.text
+
+    def _arrived(self, messages: Messages) -> tuple[str, Answer] | None:
+        """(key, answer) for `messages` and the current sample when the answer has already
+        arrived (it was sent ahead), so that the caller's thread takes it without a round trip
+        to the loop's; None otherwise."""
+        key = self.cache_key(messages, current_sample.get())
+        task = self._answers.get(key)
+        if task is None or not task.done() or task.cancelled() or task.exception() is not None:
+            return None
+        return key, task.result()
 
     async def _ask(self, messages: Messages, key: str) -> Answer:
         hit = self.cache.get(key) if self.cache is not None else None
@@ -211,10 +234,14 @@ class LLM:
 
     def chat(self, messages: Messages) -> str:
         """Ask once, for the current iteration's sample."""
-        return aio.run(self.achat(messages))
+        arrived = self._arrived(messages)
+        return self._taken(*arrived) if arrived is not None else aio.run(self.achat(messages))
 
     def chat_many(self, conversations: list[Messages]) -> list[str]:
         """Ask many at once; the model's concurrency limit bounds how many are in flight."""
+        arrived = [self._arrived(m) for m in conversations]
+        if all(found is not None for found in arrived):
+            return [self._taken(*found) for found in arrived if found is not None]
 
         async def gather() -> list[str]:
             return list(await asyncio.gather(*(self.achat(m) for m in conversations)))

@@ -96,9 +96,24 @@ class EmbeddingProvider(Protocol):
         """The model's files on disk (MB) and its parameter count, where it can tell."""
         return None, None
 
+    def index(self, texts: list[str]) -> RowIndex | None:
+        """The documents' unit-length rows kept the provider's own way (sparse rows, for a model
+        whose rows are mostly zeros), or None: the wrapper keeps a dense matrix."""
+        return None
+
     def close(self) -> None:
         """Release what the provider holds (a model it launched on a server)."""
         return None
+
+
+class RowIndex(Protocol):
+    """Documents' rows as a provider keeps them (`EmbeddingProvider.index`)."""
+
+    def __len__(self) -> int: ...
+
+    def scores(self, query: np.ndarray) -> np.ndarray:
+        """The cosine similarity of one unit-length query row to every document."""
+        ...
 
 
 class EmbeddingModel:
@@ -370,10 +385,27 @@ class EmbeddingModel:
         query_vector = self.embed_queries([query])[0]
         return [float(x) for x in self.embed_documents(documents) @ query_vector]
 
-    def index_documents(self, documents: list[str]) -> VectorIndex:
-        """The documents embedded once (through the cache), ready to score any number of queries."""
+    def index_documents(self, documents: list[str]) -> VectorIndex | ProviderIndex:
+        """The documents embedded once (through the cache), ready to score any number of queries;
+        kept the provider's own way where it has one (`EmbeddingProvider.index`). Either way the
+        build shows a bar."""
+        if documents and self.cost_device().local and _keeps_rows(self.provider):
+            texts = [self.spec.document_prefix + t for t in documents]
+            self._loaded()
+            with cost.encoding(self, len(texts)), progress(len(texts), f"{self.id}: indexing", "chunk") as step:
+                rows = self.provider.index(texts)
+                step(len(texts))
+            if rows is not None:
+                usage = current_usage.get()
+                if usage is not None:
+                    usage.texts_embedded += len(texts)
+                return ProviderIndex(self, rows)
         matrix = self.embed_documents(documents, unit="chunk", progress_from=1) if documents else None
         return VectorIndex(self, matrix)
+
+    def query_row(self, query: str) -> np.ndarray:
+        """One query's unit-length row (its prefix applied)."""
+        return self._embed([self.spec.query_prefix + query])[0]
 
     def score_matrix(self, queries: list[str], documents: list[str]) -> np.ndarray:
         """Cosine similarities, one row per query and one column per document."""
@@ -402,6 +434,31 @@ class VectorIndex:
         if self.matrix is None or not queries:
             return np.zeros((len(queries), 0 if self.matrix is None else len(self.matrix)), dtype=np.float32)
         return self.embedder.embed_queries(queries) @ self.matrix.T
+
+
+def _keeps_rows(provider: EmbeddingProvider) -> bool:
+    """Does the provider keep documents' rows its own way (an `index` of its own)?"""
+    return getattr(type(provider), "index", EmbeddingProvider.index) is not EmbeddingProvider.index
+
+
+class ProviderIndex:
+    """Documents kept the provider's own way (`EmbeddingProvider.index`): `score(queries)` embeds
+    each query alone and scores it against them; that time, the query's whole cost, is the
+    model's query latency."""
+
+    def __init__(self, embedder: EmbeddingModel, rows: RowIndex) -> None:
+        self.embedder = embedder
+        self.rows = rows
+
+    def score(self, queries: list[str]) -> np.ndarray:
+        import numpy as np
+
+        found = np.zeros((len(queries), len(self.rows)), dtype=np.float32)
+        for position, query in enumerate(queries):
+            began = time.perf_counter()
+            found[position] = self.rows.scores(self.embedder.query_row(query))
+            cost.query_latency(self.embedder, (time.perf_counter() - began) * 1000.0)
+        return found
 
 
 def normalise_rows(matrix: np.ndarray) -> np.ndarray:

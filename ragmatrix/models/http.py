@@ -52,15 +52,28 @@ class StatusError(Exception):
         self.retry_after = retry_after
 
 
+def import_meanwhile() -> None:
+    """Import aiohttp on the run's loop thread while the caller goes on (reading the data files,
+    collecting the items): the import, and the TLS contexts aiohttp builds as it is imported,
+    are then off the path to the first request. The session made later waits for it, if need be,
+    on Python's import lock."""
+    aio.loop().call_soon_threadsafe(_import_aiohttp)
+
+
+def _import_aiohttp() -> None:
+    try:
+        import aiohttp  # noqa: F401
+    except ImportError:  # the session reports it where it is needed
+        pass
+
+
 class HttpSession:
     """One model's connections to its server: at most `connections` at once, made on the run's
-    loop and closed with it."""
+    loop and closed with it. aiohttp is imported there, not in the thread that builds the model."""
 
     def __init__(self, url: str, connections: int) -> None:
-        import aiohttp
-
-        self._aiohttp = aiohttp
-        self._ssl = ssl_context(url)
+        self._url = url
+        self._proxy: tuple[Any, Any] | None = None  # looked up with the first session
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -72,10 +85,14 @@ class HttpSession:
         # time is bounded by the client layer (`asyncio.wait_for`), not here.
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:
-            aiohttp = self._aiohttp
+            import aiohttp
+
+            self._proxy = env_proxy(self._url)
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self._connections, ssl=self._ssl),
-                trust_env=True,  # proxies from the environment, as httpx (and so litellm) honours them
+                connector=aiohttp.TCPConnector(limit=self._connections, ssl=ssl_context(self._url)),
+                # Proxies from the environment, as httpx (and so litellm) honours them: looked up
+                # once (`env_proxy`), not on a worker thread for every request as trust_env does.
+                trust_env=self._proxy is None,
                 timeout=aiohttp.ClientTimeout(total=None),  # aiohttp's default (5 min) would cut a queued request
             )
             self._loop = loop
@@ -89,7 +106,8 @@ class HttpSession:
         `limit`: read at most `limit + 1` bytes and drop the connection there, so that a body
         longer than `limit` (it comes back longer) is never read whole."""
         session = await self.session()
-        async with session.post(url, data=payload, headers=headers) as response:
+        proxy, proxy_auth = self._proxy or (None, None)
+        async with session.post(url, data=payload, headers=headers, proxy=proxy, proxy_auth=proxy_auth) as response:
             raw = await self._read(response, limit)
             if response.status >= 400:
                 retry_after = parse_retry_after(response.headers.get("retry-after"))
@@ -165,6 +183,23 @@ def is_transport(error: BaseException) -> bool:
     import aiohttp
 
     return isinstance(error, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError | ConnectionError)
+
+
+def env_proxy(url: str) -> tuple[Any, Any] | None:
+    """The proxy the environment names for `url` (`HTTP_PROXY`, `HTTPS_PROXY`, `NO_PROXY`, ...)
+    and its credentials, as aiohttp's `trust_env` would find them: (None, None) for none; None
+    where aiohttp cannot say (the session then looks for itself)."""
+    try:
+        from aiohttp.helpers import get_env_proxy_for_url
+        from yarl import URL
+    except ImportError:
+        return None
+    try:
+        return get_env_proxy_for_url(URL(url))
+    except LookupError:  # no proxy for this address
+        return None, None
+    except Exception:  # a malformed variable: let aiohttp say so on the request
+        return None
 
 
 def ssl_context(url: str) -> Any:

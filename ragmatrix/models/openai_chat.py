@@ -95,14 +95,15 @@ def direct_route(spec: Route) -> bool:
 class OpenAIChat(ChatProvider):
     """A chat provider for one model on one endpoint."""
 
-    # What a first call could find slow is done here, when the model is built: its first
-    # request need not go alone (see `LLM._ask`).
+    # What a first call could find slow (importing aiohttp) is queued on the loop's thread when
+    # the model is built, ahead of its requests: its first request need not go alone (see `LLM._ask`).
     starts_warm = True
 
     def __init__(self, spec: Route) -> None:
         self.spec = spec
         self.http = http.HttpSession(self.endpoint(), connections=spec.concurrency)
         self.served: str | None = None  # the model id the server says answered
+        http.import_meanwhile()  # on the loop's thread, queued before any request of this model
 
     # -- what is sent --------------------------------------------------------------------------
 

@@ -221,6 +221,12 @@ class ModelSpec(BaseModel):
         loading it (the session header names it); None for every other model."""
         return None
 
+    def prepare_meanwhile(self) -> None:
+        """Start, in the background, what the model's first use will need and costs little when
+        unused (an HTTP client's import), while the run reads its data files: a model in the
+        matrix is told so as the run starts. Nothing by default."""
+        return None
+
     def relative_to(self, folder: Path) -> ModelSpec:
         """This spec with paths resolved against the folder of models.yaml, where that applies."""
         return self

@@ -17,6 +17,7 @@ What the plugin takes from pytest's and xdist's private API is in `ragmatrix.plu
 from __future__ import annotations
 
 import gc
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,7 +28,7 @@ import ragmatrix.plugin.runner as runner
 import ragmatrix.plugin.scheduling as scheduling
 from ragmatrix import cost
 from ragmatrix.cost.price import dollars
-from ragmatrix.families import all_families, family_named, register
+from ragmatrix.families import family_named, register
 from ragmatrix.foundations.cache import CACHE_FOLDER
 from ragmatrix.foundations.context import RunContext, start_run
 from ragmatrix.foundations.storage import StorageError
@@ -168,6 +169,9 @@ def pytest_configure(config: pytest.Config) -> None:
         # the models' work is measured, and their requests priced as models.yaml says now
         session_end.meter = cost.start_session(state.results_dir, state.price_of)
         session_end.measured = cost.current_meter.get()
+        if not getattr(config.option, "numprocesses", None) or workerinput is not None:  # not an xdist controller
+            for spec in models.available:
+                spec.prepare_meanwhile()
 
 
 def _max_variants(config: pytest.Config) -> int:
@@ -455,13 +459,29 @@ def _cached_reads_as_success(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-    """A cached item is reported as pytest reports it (skipped at setup with the reason
-    `cached`, then a clean teardown) without the setup, capture and teardown machinery it
-    does not need: on a large matrix that machinery was most of a fully cached rerun. Where
-    anything would have to be torn down after it, pytest runs it as usual."""
+    """Two kinds of benchmark items are reported as pytest reports them, without the setup,
+    capture and teardown machinery they do not need (on a large matrix that machinery was most
+    of a run's work per item), where nothing would have to be torn down after them:
+
+    - a cached item: skipped at setup with the reason `cached`, then a clean teardown;
+    - an item whose answers (or texts) were sent ahead and which takes only the plugin's
+      fixtures: a clean setup, pytest's own call phase (its hooks, capture, logging, report),
+      a clean teardown; its model is the one the scheduler already built.
+
+    Anything else, and any item where pytest would tear something down after it, runs as usual."""
     marker = item.get_closest_marker("skip")
-    if marker is None or marker.kwargs.get("reason") != CACHED or not _nothing_to_tear_down(item, nextitem):
+    if marker is not None:
+        if marker.kwargs.get("reason") != CACHED or not _nothing_to_tear_down(item, nextitem):
+            return None
+        _report_cached(item)
+        return True
+    arguments = _sent_ahead_arguments(item)
+    if arguments is None or not _nothing_to_tear_down(item, nextitem):
         return None
+    return _run_without_setup(item, arguments)
+
+
+def _report_cached(item: pytest.Item) -> None:
     ihook = item.ihook
     location, skipped = _where(item)
     ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=location)
@@ -470,6 +490,98 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     setup = pytest.TestReport(*where, keywords, "skipped", skipped, "setup", user_properties=properties)
     ihook.pytest_runtest_logreport(report=setup)
     teardown = pytest.TestReport(*where, keywords, "passed", None, "teardown", user_properties=properties)
+    ihook.pytest_runtest_logreport(report=teardown)
+    ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=location)
+
+
+# Marks that pytest acts on in an item's setup, and options that show or stop at the setup: such
+# an item, or such a run, takes pytest's own path.
+_SETUP_MARKS = ("skipif", "xfail", "usefixtures")
+_SETUP_OPTIONS = ("setuponly", "setupplan", "setupshow")
+_FIXTURES_MODULE = "ragmatrix.plugin.fixtures"
+
+
+def _sent_ahead_arguments(item: pytest.Item) -> dict[str, Any] | None:
+    """The arguments of an item whose answers the scheduler has sent ahead, as its fixtures would
+    give them, when it takes nothing but the plugin's fixtures (its model, `record`, and the
+    session's `evaluator` once set up) and its case; None for any other item (it then runs as
+    usual)."""
+    state = item.config.stash.get(STATE_KEY, None)
+    ahead = item.config.stash.get(scheduling.SCHEDULER_KEY, None)
+    if state is None or ahead is None or not ahead.sent_ahead(item.nodeid):
+        return None
+    plan = runner.plan_for(item, state)
+    fixtures = _plain_fixtures(item)
+    if plan is None or plan.skip_reason or fixtures is None:
+        return None
+    kind, uses_evaluator = fixtures
+    arguments: dict[str, Any] = {"case": item.callspec.params["case"], "record": runner.Recorder()}  # type: ignore[attr-defined]
+    if uses_evaluator:
+        found, arguments["evaluator"] = pytest_internals.set_up_value(item, "evaluator")
+        if not found:
+            return None  # not set up yet: pytest sets it up for this item
+    try:
+        arguments[kind] = state.registry.build(plan.model)
+        state.store.prepare(plan.family.name)
+    except (ModelError, StorageError):
+        return None  # pytest's own setup reports it
+    return arguments
+
+
+_PLAIN = pytest.StashKey[dict[tuple[int, str], tuple[str, bool] | None]]()
+
+
+def _plain_fixtures(item: pytest.Item) -> tuple[str, bool] | None:
+    """(its model fixture, whether it takes `evaluator`) when the item's test function takes
+    the plugin's fixtures only (no autouse fixture, none overridden in a conftest, no mark that
+    pytest acts on at setup), else None; worked out once per test function."""
+    known = item.config.stash.setdefault(_PLAIN, {})
+    function = (id(item.parent), getattr(item, "originalname", item.name))
+    if function in known:
+        return known[function]
+    known[function] = None
+    if any(item.config.getoption(name, False) for name in _SETUP_OPTIONS):
+        return None
+    fixtures = pytest_internals.fixture_modules(item)
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if fixtures is None or pytest_internals.call_phase() is None or "case" not in params:
+        return None
+    if any(next(item.iter_markers(name), None) is not None for name in _SETUP_MARKS):
+        return None
+    kinds = [name for name in MODEL_FIXTURES if name in fixtures and name in params]
+    pytests_own = {"case", "request"}  # the case is a parameter
+    plugins = {*kinds, "record", "evaluator"}
+    if len(kinds) != 1 or any(
+        name not in pytests_own and (name not in plugins or module != _FIXTURES_MODULE)
+        for name, module in fixtures.items()
+    ):
+        return None
+    known[function] = (kinds[0], "evaluator" in fixtures)
+    return known[function]
+
+
+def _run_without_setup(item: pytest.Item, arguments: dict[str, Any]) -> bool:
+    """An item's reports as pytest makes them (setup, call, teardown), with only the call phase
+    run by pytest, on the arguments its fixtures would have given."""
+    call_phase = pytest_internals.call_phase()
+    assert call_phase is not None  # checked by `_sent_ahead_arguments`
+    ihook = item.ihook
+    location, _ = _where(item)
+    ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=location)
+    keywords: dict[str, Literal[1]] = dict.fromkeys(item.keywords, 1)
+    where, properties = (item.nodeid, location), item.user_properties
+    ihook.pytest_runtest_logreport(
+        report=pytest.TestReport(*where, keywords, "passed", None, "setup", user_properties=properties)
+    )
+    item.funcargs = arguments  # type: ignore[attr-defined]
+    pytest_internals.know_location(item, location)
+    try:
+        call_phase(item)
+    finally:
+        # As pytest's protocol ends: what the item held goes (its model stays in the registry).
+        pytest_internals.forget_arguments(item)
+        os.environ.pop("PYTEST_CURRENT_TEST", None)
+    teardown = pytest.TestReport(*where, keywords, "passed", None, "teardown", user_properties=item.user_properties)
     ihook.pytest_runtest_logreport(report=teardown)
     ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=location)
     return True
@@ -660,7 +772,8 @@ class SessionEnd:
 
         loaded = state.store.load_all()
         remembered = remembered_stats()
-        families = all_families()
+        # the families the stored rows belong to, each module imported on its own
+        families = {name: found for name in loaded if (found := family_named(name)) is not None}
         tables = aggregate(
             {family: data.rows for family, data in loaded.items() if data.rows},
             families,

@@ -5,8 +5,11 @@ The plugin reaches past their public API where it has no public way to do someth
 - `cached` as a status that counts as a success in the summary's colours (pytest colours a
   status it does not know yellow): `_pytest.terminal.KNOWN_TYPES`, `_pytest.terminal._color_for_type`
   and the terminal reporter's `_determine_main_color`;
-- reporting a cached item without pytest's per-item set-up and tear-down, when nothing would be
-  torn down after it: the session's `_setupstate.stack`;
+- reporting a cached item, and running an item whose answers were sent ahead, without pytest's
+  per-item set-up and tear-down, when nothing would be torn down after it: the session's
+  `_setupstate.stack`, the fixtures an item's closure holds (`Function._fixtureinfo`), the
+  value a session fixture keeps (`FixtureDef.cached_result`) and pytest's call phase with its
+  reports (`_pytest.runner.call_and_report`);
 - the fixtures a test function takes, to call it once per iteration: `Function._fixtureinfo`;
 - drawing a progress bar past pytest's capture: the `capturemanager` plugin's
   `global_and_fixture_disabled`;
@@ -21,6 +24,7 @@ breaks a run; `missing()` and `missing_in_run()` name what a release has changed
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -64,6 +68,70 @@ def setup_stack(session: pytest.Session) -> list[pytest.Item | pytest.Collector]
     does not say."""
     stack = getattr(getattr(session, "_setupstate", None), "stack", None)
     return list(stack) if stack is not None else None
+
+
+def fixture_modules(item: pytest.Item) -> dict[str, str] | None:
+    """Every fixture in the item's closure (autouse and dynamic parameters included), with the
+    module of the definition it gets; None where pytest does not say."""
+    info = getattr(item, "_fixtureinfo", None)
+    closure = getattr(info, "names_closure", None)
+    definitions = getattr(info, "name2fixturedefs", None)
+    if not isinstance(closure, list) or not isinstance(definitions, dict):
+        return None
+    modules: dict[str, str] = {}
+    for name in closure:
+        found = definitions.get(name)
+        function = getattr(found[-1], "func", None) if found else None
+        modules[name] = str(getattr(function, "__module__", ""))
+    return modules
+
+
+def set_up_value(item: pytest.Item, name: str) -> tuple[bool, Any]:
+    """The value of a fixture of the item's closure that pytest has already set up and keeps
+    (a session fixture after its first use): (True, value), or (False, None) where it has none
+    yet, its set-up failed, or pytest does not say."""
+    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", None)
+    found = definitions.get(name) if isinstance(definitions, dict) else None
+    cached = getattr(found[-1], "cached_result", None) if found else None
+    if not isinstance(cached, tuple) or len(cached) != 3 or cached[2] is not None:
+        return False, None
+    return True, cached[0]
+
+
+def know_location(item: pytest.Item, location: tuple[str, int | None, str]) -> None:
+    """Give the item the location its reports carry, worked out already (pytest would resolve
+    its file's path again for each item's call report: `Item.location`, a cached property)."""
+    if isinstance(getattr(type(item), "location", None), functools.cached_property):
+        item.__dict__["location"] = location
+
+
+def forget_arguments(item: pytest.Item) -> None:
+    """Drop what the item held for its call, as pytest's protocol does at its end (its fixture
+    values and its request)."""
+    item.funcargs = None  # type: ignore[attr-defined]
+    if hasattr(item, "_request"):
+        item._request = False  # type: ignore[attr-defined]
+
+
+def call_phase() -> Callable[[pytest.Item], pytest.TestReport] | None:
+    """pytest's own way to run an item's call phase (its hooks, capture and logging, the report,
+    `--pdb`), returning the report; None where pytest has none (the caller then takes
+    pytest's whole protocol). What the logging plugin's setup phase prepares for it (the
+    item's captured log records) is prepared here, and removed afterwards as its teardown does."""
+    try:
+        from _pytest.logging import caplog_records_key
+        from _pytest.runner import call_and_report
+    except ImportError:
+        return None
+
+    def call(item: pytest.Item) -> pytest.TestReport:
+        item.stash[caplog_records_key] = {}
+        try:
+            return call_and_report(item, "call")
+        finally:
+            del item.stash[caplog_records_key]
+
+    return call
 
 
 def fixture_names(item: pytest.Function) -> tuple[str, ...]:
@@ -130,6 +198,10 @@ def missing() -> list[str]:
     decide = getattr(terminal.TerminalReporter, "_determine_main_color", None)
     if decide is None or list(inspect.signature(decide).parameters) != ["self", "unknown_type_seen"]:
         gone.append("_pytest.terminal.TerminalReporter._determine_main_color(self, unknown_type_seen)")
+    if not isinstance(getattr(pytest.Item, "location", None), functools.cached_property):
+        gone.append("pytest.Item.location (a cached property)")
+    if call_phase() is None:
+        gone.append("_pytest.runner.call_and_report(item, when) and _pytest.logging.caplog_records_key")
     from _pytest.capture import CaptureManager
 
     if not callable(getattr(CaptureManager, "global_and_fixture_disabled", None)):
@@ -152,6 +224,8 @@ def missing_in_run(item: pytest.Function) -> list[str]:
         gone.append("pytest.Session._setupstate.stack (a dict of the nodes set up)")
     if not isinstance(getattr(getattr(item, "_fixtureinfo", None), "argnames", None), tuple):
         gone.append("pytest.Function._fixtureinfo.argnames (a tuple of names)")
+    if fixture_modules(item) is None:
+        gone.append("pytest.Function._fixtureinfo.names_closure and name2fixturedefs (FixtureDef.func)")
     if hasattr(item.config, "workerinput"):
         worker = next((p for p in item.config.pluginmanager.get_plugins() if hasattr(p, "torun")), None)
         if worker is None or not hasattr(worker.torun, "lock"):

@@ -14,11 +14,15 @@ are asked inside the item. After each item, the answers sent ahead for it that i
 are counted (`after`): a family whose test asks other requests than it declares pays for each
 twice, and the terminal's usage line says so.
 
+The requests run on the run's event loop, which has a thread of its own (`ragmatrix.models.aio`):
+they are started and not waited for, so each item waits only for its own answers, which the
+loop has read as they arrived, while the items before it were recorded. About `--send-ahead`
+requests (default 256) are in flight or answered ahead of the items at any time: when fewer
+than half that many are left, the next items' requests are sent. A killed run therefore loses
+at most about `--send-ahead` answers.
+
 Which items are this process's:
-- without xdist: the items selected (after `-k`, `--models`, cached skips), in windows of
-  about `--send-ahead` requests (default 256): a window is sent when its first item is about to
-  run, and its items run once its answers are in, so rows are written window by window and a
-  killed run loses at most one window;
+- without xdist: the items selected (after `-k`, `--models`, cached skips), in order;
 - on an xdist worker: the items xdist has handed this worker and not run yet, looked at as
   each item starts, so that a worker sends only its own items, batch by batch as they come.
 
@@ -28,12 +32,11 @@ an error row; nothing failed is cached.
 
 from __future__ import annotations
 
-import asyncio
-import sys
 from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, cast
+from itertools import chain
+from typing import cast
 
 import pytest
 
@@ -41,7 +44,7 @@ from ragmatrix import cost
 from ragmatrix.models import aio
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.protocols import Embedder, JudgeEnsemble, Messages, Model, PrefetchingChatModel
-from ragmatrix.plugin.pytest_internals import capture_suspender, worker_queue
+from ragmatrix.plugin.pytest_internals import worker_queue
 from ragmatrix.plugin.runner import plan_for
 from ragmatrix.plugin.session import BenchmarkState, ItemPlan
 from ragmatrix.seam.case import CaseInputError
@@ -63,6 +66,12 @@ class Scheduler:
     requests_sent: int = 0
     # Each scheduled item's requests sent ahead, until the item has run (see `after`).
     ahead: dict[str, list[Request]] = field(default_factory=dict)
+    outstanding: int = 0  # requests sent ahead whose items have not run yet
+    # Items whose texts were embedded ahead and have not run yet.
+    texts_ahead: set[str] = field(default_factory=set)
+    session: pytest.Session | None = None
+    _members: dict[int, tuple[Model | None, list[PrefetchingChatModel]]] = field(default_factory=dict)
+    _cursor: int = 0  # without xdist: where in the session's items the next unscheduled one may be
 
     @property
     def on_worker(self) -> bool:
@@ -70,34 +79,62 @@ class Scheduler:
 
     def before(self, item: pytest.Item, plan: ItemPlan) -> None:
         """Called as each benchmark item is about to run: sends ahead what is not sent yet."""
-        if item.nodeid in self.scheduled_items:
-            return
+        self.session = item.session
+        if item.nodeid not in self.scheduled_items:
+            if not self.on_worker:
+                items = item.session.items
+                self._cursor = items.index(item) if item in items else self._cursor
+            self._schedule(chain([item], self._following()), top_up=False)
+        elif self.outstanding < max(1, self.state.send_ahead // 2):
+            # Keep the model busy while the items run: top the requests in flight up again.
+            self._schedule(self._following(), top_up=True)
+
+    def sent_ahead(self, nodeid: str) -> bool:
+        """Were this item's requests sent, or its texts embedded, ahead of it (and has it not
+        run yet)?"""
+        return nodeid in self.ahead or nodeid in self.texts_ahead
+
+    def _following(self) -> Iterator[pytest.Item]:
+        """The items this process will run, from the first one not looked at yet."""
+        assert self.session is not None  # set by `before`
         if self.on_worker:
             # The items xdist has handed this worker so far; more may come later.
-            following = worker_queue(self.config, item.session) or []
-        else:
-            items = item.session.items
-            following = items[items.index(item) + 1 :] if item in items else []
+            yield from worker_queue(self.config, self.session) or []
+            return
+        items = self.session.items
+        while self._cursor < len(items):
+            self._cursor += 1
+            yield items[self._cursor - 1]
+
+    def _schedule(self, candidates: Iterator[pytest.Item], top_up: bool) -> None:
+        """Send the requests of the candidates not sent yet, in order, until about `--send-ahead`
+        are in flight (or an embedder's texts fill `EMBED_AHEAD`), without waiting for the
+        answers: each item waits for its own when it runs, so a killed run loses at most what
+        is in flight. A top-up stops before an item that declares texts: embedding them now
+        would drop the rows that the items before it still need."""
         texts: list[tuple[ItemPlan, list[str], list[str]]] = []
         requests: list[Request] = []
         counted = 0
-        # This item, then the ones after it, until the window is full: the answers of a window
-        # are awaited before its items run, so a window is also what a killed run loses. An
-        # embedder's texts fill a window too, so that the rows held ahead stay bounded.
-        for candidate in [item, *following]:
+        for candidate in candidates:
             if candidate.nodeid in self.scheduled_items:
                 continue
+            plans = list(self._plans([candidate]))
+            declared = [(plan, self._texts(plan)) for _, plan in plans]
+            if top_up and any(texts_of is not None for _, texts_of in declared):
+                if not self.on_worker:
+                    self._cursor -= 1  # it starts a window of its own when it is reached
+                break
             self.scheduled_items.add(candidate.nodeid)
-            for _, plan in self._plans([candidate]):
+            for plan, texts_of in declared:
                 mine = list(self._requests([plan]))
                 if mine:
                     self.ahead[candidate.nodeid] = mine
                 requests += mine
-                declared = self._texts(plan)
-                if declared is not None:
-                    texts.append((plan, *declared))
-                    counted += len(declared[0]) + len(declared[1])
-            if len(requests) >= self.state.send_ahead or counted >= EMBED_AHEAD:
+                if texts_of is not None:
+                    self.texts_ahead.add(candidate.nodeid)
+                    texts.append((plan, *texts_of))
+                    counted += len(texts_of[0]) + len(texts_of[1])
+            if self.outstanding + len(requests) >= self.state.send_ahead or counted >= EMBED_AHEAD:
                 break
         if requests:
             self._send(requests)
@@ -107,6 +144,8 @@ class Scheduler:
         """Called once an item has run: counts the answers sent ahead for it that it never took
         (in its usage, as `answers_unused`)."""
         sent = self.ahead.pop(item.nodeid, [])
+        self.texts_ahead.discard(item.nodeid)
+        self.outstanding -= len(sent)
         unused = sum(model.left_unused(messages, sample) for model, messages, sample, *_ in sent)
         if unused:  # summed into the session's usage like the runner's, from any xdist worker
             item.user_properties.append(("ragmatrix_usage", {"answers_unused": unused}))
@@ -163,12 +202,22 @@ class Scheduler:
             _, all_queries, all_documents = texts.setdefault(group, (model, [], []))
             all_queries += queries
             all_documents += documents
+        if texts:
+            self._statistics_meanwhile()  # a local model's encode leaves the other core to it
         for (_, family, variant), (model, queries, documents) in texts.items():
             try:
                 with cost.working_on(family, variant):
                     model.prefetch(queries, documents)
             except Exception:  # each item then embeds its own texts and records what fails
                 continue
+
+    def _statistics_meanwhile(self) -> None:
+        """The controller prints the leaderboard, whose intervals need scipy: its import runs on
+        a thread while the models work (`ragmatrix.stats.import_meanwhile`)."""
+        if not self.on_worker:
+            from ragmatrix import stats
+
+            stats.import_meanwhile()
 
     def _model(self, plan: ItemPlan) -> Model | None:
         """The item's model, built once per process; None when it cannot be built."""
@@ -179,70 +228,27 @@ class Scheduler:
 
     def _chat_models(self, model: Model | None) -> list[PrefetchingChatModel]:
         """The chat models an item's requests go to: the LLM, or an ensemble's members (those
-        that can be asked ahead; any other is asked by the item alone)."""
-        candidates = list(model.members) if isinstance(model, JudgeEnsemble) else [model]
-        return [m for m in candidates if isinstance(m, PrefetchingChatModel)]
+        that can be asked ahead; any other is asked by the item alone). Worked out once per
+        model: checking a protocol walks its attributes, a cost paid on every item otherwise."""
+        known = self._members.get(id(model))
+        if known is None or known[0] is not model:
+            candidates = list(model.members) if isinstance(model, JudgeEnsemble) else [model]
+            known = self._members[id(model)] = (model, [m for m in candidates if isinstance(m, PrefetchingChatModel)])
+        return known[1]
 
     def _send(self, requests: list[Request]) -> None:
+        """Start every request on the run's loop, each model up to its own concurrency, and
+        return at once: the loop reads the answers as they arrive while the items run."""
         self.requests_sent += len(requests)
-        if not self.on_worker:  # the controller prints the leaderboard, whose intervals need scipy
-            from ragmatrix import stats
+        self.outstanding += len(requests)
+        self._statistics_meanwhile()
 
-            stats.import_meanwhile()
-        with _progress(self.config, len(requests)) as bar:
+        async def start_all() -> None:
+            for model, messages, sample, *family in requests:
+                with cost.working_on(*family) if family else nullcontext():  # each task keeps its family
+                    model.prefetch(messages, sample)
 
-            async def send_all() -> None:
-                tasks: set[asyncio.Future[object]] = set()
-                for model, messages, sample, *family in requests:
-                    with cost.working_on(*family) if family else nullcontext():  # each task keeps its family
-                        tasks.add(asyncio.ensure_future(model.prefetch(messages, sample)))
-                bar.total = len(tasks)
-                bar.refresh()
-                for task in tasks:
-                    task.add_done_callback(lambda _: bar.update())
-                await asyncio.wait(tasks)
-
-            aio.run(send_all())
-
-
-class _NoBar:
-    total = 0
-
-    def update(self) -> None:
-        pass
-
-    def refresh(self) -> None:
-        pass
-
-
-class _progress:
-    """A tqdm bar on the terminal while the requests run; nothing when output is not a terminal
-    (xdist workers, CI logs)."""
-
-    def __init__(self, config: pytest.Config, total: int) -> None:
-        self.config = config
-        self.total = total
-        self.bar: Any = None
-        self.suspended: Any = None
-
-    def __enter__(self) -> Any:
-        stream = sys.__stderr__
-        if hasattr(self.config, "workerinput") or stream is None or not stream.isatty():
-            return _NoBar()
-        from tqdm import tqdm
-
-        suspend = capture_suspender(self.config)
-        if suspend is not None:
-            self.suspended = suspend()
-            self.suspended.__enter__()
-        self.bar = tqdm(total=self.total, desc="ragmatrix: model requests", unit="req", file=stream, leave=False)
-        return self.bar
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.close()
-        if self.suspended is not None:
-            self.suspended.__exit__(None, None, None)
+        aio.run(start_all())
 
 
 def scheduler(config: pytest.Config, state: BenchmarkState) -> Scheduler:

@@ -76,6 +76,7 @@ class BenchmarkState:
     _evaluator: EvaluatorChoice | None = None
     _corpora: dict[tuple[str, str], str | None] = field(default_factory=dict)
     _reads_prompts: dict[str, bool] | None = None
+    _fingerprints: dict[str, tuple[ModelSpec, dict[str, Any]]] = field(default_factory=dict)
     _provenance: Provenance | None = None
     # Each item's plan, made once at collection: (module, test, model id, case id) -> plan.
     plans: dict[tuple[str, str, str, str], ItemPlan] = field(default_factory=dict)
@@ -200,11 +201,19 @@ class BenchmarkState:
                 test=test,
                 case=case.content(),
                 scoring_version=family.scoring_version,
-                model=spec.output_fingerprint(),
+                model=self._fingerprint_of(spec),
                 iterations=self.iterations,
             )
             plan = self.plans[ident] = ItemPlan(family, test, spec, case, key, skip)
         return plan
+
+    def _fingerprint_of(self, spec: ModelSpec) -> dict[str, Any]:
+        """A model's output fingerprint, read once per session: every item of the model is keyed
+        by it."""
+        known = self._fingerprints.get(spec.id)
+        if known is None or known[0] is not spec:
+            known = self._fingerprints[spec.id] = (spec, spec.output_fingerprint())
+        return known[1]
 
     def corpus_of(self, family: Family, case: Case) -> str | None:
         """The fingerprint of the corpus or dataset a case reads, once per case and session:

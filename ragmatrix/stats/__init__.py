@@ -48,7 +48,10 @@ def import_meanwhile() -> None:
     if "scipy.stats" in sys.modules or _warming.is_set():
         return
     _warming.set()
-    threading.Thread(target=_import_scipy_stats, name="ragmatrix-import-scipy", daemon=True).start()
+    # Not a daemon: the interpreter waits for it before it finalises. A daemon thread frozen
+    # mid-import at exit (a run ended by Ctrl-C within the second) keeps Python's import lock,
+    # and the next import, in any object's __del__ at shutdown, waits for it forever.
+    threading.Thread(target=_import_scipy_stats, name="ragmatrix-import-scipy").start()
 
 
 _warming = threading.Event()  # the background import has been started in this process

@@ -108,12 +108,13 @@ def load_suite(
     for path in data_files(data_dir):
         rel = _relative(path, root)
         suite.files.append(rel)
+        directory = path.parent.resolve()  # once per file: resolving costs system calls
         for family, given, problem in _read_file(path, rel, known):
             if problem is not None:
                 suite.problems.append(problem)
                 continue
             assert family is not None and given is not None
-            raw_cases, source_problems = _from_source(family, given, path.parent.resolve())
+            raw_cases, source_problems = _from_source(family, given, directory)
             for entry in source_problems:
                 found = suite.skipped if isinstance(entry, Skipped) else suite.problems
                 found.append(Problem(rel, entry[0], entry[1], family))
@@ -124,9 +125,7 @@ def load_suite(
                         Problem(rel, name, f"duplicate case name (first in {first_seen[(family, name)]})", family)
                     )
                     continue
-                expanded, problem = expand_case(
-                    family, raw_case, rel, directory=path.parent.resolve(), max_variants=max_variants
-                )
+                expanded, problem = expand_case(family, raw_case, rel, directory=directory, max_variants=max_variants)
                 if problem is not None:
                     suite.problems.append(problem)
                     continue
@@ -167,7 +166,7 @@ def _read_file(path: Path, rel: str, known: set[str]) -> list[Entry]:
 
 def _entries(path: Path, rel: str, known: set[str]) -> Iterable[Entry]:
     try:
-        document = read_yaml(path)
+        document = read_yaml(path, remember=True)
     except YamlFileError as error:
         yield None, None, Problem(rel, None, str(error))
         return

@@ -14,10 +14,12 @@ The model spec of models.yaml is the discriminated union of the registered spec 
 by `provider`; an entry without `provider:` gets it from the key it carries (`pick`).
 
 The decorator registers a spec model when its module is imported, once per process: the
-registered classes are the process's (`_providers`). The scan of this package and the entry
-points runs once per run (`ragmatrix.foundations.context`), on first use: a run in the same process after
-modules were unloaded (pytest run inside a test) imports them again, and their spec models
-replace the unloaded ones. Importing this package imports no provider.
+registered classes are the process's (`_providers`). The entry points are loaded once per run
+(`ragmatrix.foundations.context`), on first use, and this package's modules as the entries of
+models.yaml name their keys (`PACKAGE_PROVIDERS`), or all of them where a message lists the
+providers: a run in the same process after modules were unloaded (pytest run inside a test)
+imports them again, and their spec models replace the unloaded ones. Importing this package
+imports no provider.
 """
 
 from __future__ import annotations
@@ -49,16 +51,31 @@ class Provider:
 _providers: dict[str, Provider] = {}
 
 
+# This package's providers by the key an entry of models.yaml carries: a run imports the
+# modules of the keys its entries use, not every provider (`tests/test_providers.py` checks
+# the table against the package). An entry that none of them claims, and every message that
+# lists the providers, has the whole package imported.
+PACKAGE_PROVIDERS: dict[str, tuple[str, ...]] = {
+    "builtin": ("bm25", "bow"),
+    "ensemble": ("ensemble",),
+    "litellm": ("litellm_chat", "litellm_embedder", "litellm_reranker"),
+    "rerank_with": ("rerank_with",),
+    "sentence_transformers": ("sentence_transformers", "cross_encoder"),
+    "xinference": ("xinference", "xinference_reranker"),
+}
+
+
 class ProviderScan:
-    """One run's scan: this package's modules and the entry points imported, and the entry
-    points that could not be (name -> one line)."""
+    """One run's scan: the entry points imported, and the entry points that could not be (name
+    -> one line); this package's modules imported as entries name them (`for_entry`), or all of
+    them (`everything`)."""
 
     def __init__(self, run: RunContext) -> None:
         self.broken: dict[str, str] = {}
         # The validator of models.yaml entries, made for the registered spec models.
         self.adapter: tuple[tuple[type[ModelSpec], ...], TypeAdapter[ModelSpec]] | None = None
-        for module in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{module.name}")
+        self.imported: set[str] = set()
+        self.complete = False
         for point in entry_points(group=ENTRY_POINT_GROUP):
             try:
                 point.load()
@@ -66,6 +83,23 @@ class ProviderScan:
                 missing = getattr(error, "name", None) if isinstance(error, ImportError) else None
                 hint = f"pip install {missing}" if missing else f"{type(error).__name__}: {error}".splitlines()[0]
                 self.broken[point.name] = f"provider '{point.name}' ({point.value}) cannot be imported: {hint}"
+
+    def for_entry(self, entry: Mapping[str, Any]) -> None:
+        """Import the modules of the keys this entry carries."""
+        for key in entry:
+            for module in PACKAGE_PROVIDERS.get(str(key), ()):
+                self._import(module)
+
+    def everything(self) -> None:
+        if not self.complete:
+            self.complete = True
+            for module in pkgutil.iter_modules(__path__):
+                self._import(module.name)
+
+    def _import(self, module: str) -> None:
+        if module not in self.imported:
+            self.imported.add(module)
+            importlib.import_module(f"{__name__}.{module}")
 
 
 def provider(name: str, *, needs: Mapping[str, str] | None = None) -> Callable[[type[S]], type[S]]:
@@ -87,15 +121,26 @@ def provider(name: str, *, needs: Mapping[str, str] | None = None) -> Callable[[
 def providers() -> dict[str, Provider]:
     """Every registered provider by name (this package's and the entry points' scanned once per
     run)."""
-    current().part(ProviderScan)
+    current().part(ProviderScan).everything()
     return dict(_providers)
 
 
 def pick(entry: Mapping[str, Any]) -> Provider:
     """The provider of a models.yaml entry: the one it names with `provider:`, else the one
     that claims the key it carries. Fields of other providers are an error here, so that the
-    message names where they belong."""
-    known = providers()
+    message names where they belong. Only the modules of the entry's keys are imported, unless
+    none of them is the entry's provider."""
+    current().part(ProviderScan).for_entry(entry)
+    try:
+        chosen = _pick(entry, dict(_providers))
+    except ValueError:
+        return _pick(entry, providers())  # with every provider: another may claim it, or the message lists them
+    if any(name not in chosen.spec.model_fields for name in entry):
+        return _pick(entry, providers())  # a field of another provider: the message says whose
+    return chosen
+
+
+def _pick(entry: Mapping[str, Any], known: dict[str, Provider]) -> Provider:
     named = entry.get("provider")
     if named is not None:
         if named not in known:
@@ -149,9 +194,10 @@ def _with_provider(entry: Any) -> Any:
 
 
 def spec_adapter() -> TypeAdapter[ModelSpec]:
-    """The validator of one models.yaml entry: the union of the providers' spec models."""
+    """The validator of one models.yaml entry: the union of the providers' spec models imported
+    so far (`validate` imports an entry's own first)."""
     scan = current().part(ProviderScan)
-    members = tuple(p.spec for p in providers().values())
+    members = tuple(p.spec for p in _providers.values())
     if scan.adapter is None or scan.adapter[0] != members:
         union: Any = Union[members] if len(members) > 1 else members[0]  # noqa: UP007 (built at run time)
         tagged = Annotated[union, Field(discriminator="provider"), BeforeValidator(_with_provider)]
@@ -162,6 +208,11 @@ def spec_adapter() -> TypeAdapter[ModelSpec]:
 def validate(entry: Any) -> ModelSpec:
     """One models.yaml entry as its provider's spec; pydantic's ValidationError otherwise (its
     locations start with the provider's tag: see `error_location`)."""
+    if isinstance(entry, Mapping):
+        try:
+            pick(entry)  # its provider imported, so that the validator knows it
+        except ValueError:
+            pass  # the validator says what is wrong, with every provider known
     return spec_adapter().validate_python(entry)
 
 

@@ -35,4 +35,5 @@ class BagOfWordsSpec(BuiltinBaseline, EmbedderSpec):
         from ragmatrix.models.embedder import EmbeddingModel
         from ragmatrix.models.lexical import HashingBagOfWords
 
-        return EmbeddingModel(self, HashingBagOfWords(), models.embedding_cache())
+        # No embedding cache: counting a text's words is cheaper than reading 16 KB back.
+        return EmbeddingModel(self, HashingBagOfWords(), None)

@@ -76,6 +76,12 @@ class LitellmChatSpec(LitellmSpec):
 
         return LLM(self, chat_client(self), models.response_cache())
 
+    def prepare_meanwhile(self) -> None:
+        if self.client == "auto" and direct_route(self):  # asked directly over HTTP
+            from ragmatrix.models import http
+
+            http.import_meanwhile()
+
 
 def chat_client(spec: LitellmChatSpec) -> ChatProvider:
     """The client that asks the model: direct HTTP where the endpoint speaks OpenAI's chat

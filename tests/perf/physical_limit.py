@@ -1,0 +1,162 @@
+"""How close is ragmatrix to the physical limit of asking a server, as a user waits for it?
+
+The reference is the least any Python client needs (`tests/perf/bare_client.py`: asyncio and
+aiohttp, start-up included). Both send the same RAG interpretation prompts to the same local
+OpenAI-compatible test server at 16 connections, ragmatrix with no response cache and its
+leaderboard's intervals computed afresh (as in any run with new results):
+
+- 96 prompts (the shipped cases) on a server answering in 200 ms;
+- 960 prompts (the shipped cases ten times, each copy its own case) on a server answering in 20 ms.
+
+Each tool runs once untimed (disk caches), then the two alternate (`--repeat` rounds) and the
+medians are printed, each goal as a ratio measured in this run:
+
+- whole process, start to exit: ragmatrix / bare client (goals: at most 1.5x at 96 prompts and
+  2x at 960);
+- CPU spent before the server saw the first request: ragmatrix / bare client (goal: at most 2x);
+- marginal CPU per item: the whole process's CPU at 960 prompts minus at 96, per extra prompt
+  (goal: at most 1 ms for ragmatrix; the bare client's is printed beside it);
+- reported latency: the p50 of ragmatrix's cost figures (from send to the full answer) against
+  the bare client's own p50 on the same server (goal: within 10 %).
+
+    python tests/perf/physical_limit.py [--repeat 3] [--sizes 96,960]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))
+
+from process_cost import ProcessCost, load_average, run_measured  # noqa: E402
+from promptfoo_comparison import CONNECTIONS, SIZES, ragmatrix_project, sent  # noqa: E402
+
+from ragmatrix.cost.record import CostRecord  # noqa: E402
+from ragmatrix.testing.openai_server import OpenAIServer  # noqa: E402
+
+FAMILY = "rag_interpretation"
+
+
+@dataclass
+class Figures:
+    wall_s: float
+    cpu_s: float
+    first_request_cpu_s: float
+    p50_ms: float
+
+
+def run_ragmatrix(folder: Path, server: OpenAIServer) -> tuple[ProcessCost, float]:
+    """A cold run, and the p50 request latency its cost figures report."""
+    shutil.rmtree(folder / ".benchmark_cache", ignore_errors=True)
+    shutil.rmtree(folder / "results", ignore_errors=True)
+    command = [sys.executable, "-m", "pytest", "benchmark", "-q", "-p", "no:cacheprovider"]
+    command += ["--no-response-cache", "--results-dir", "results", "--run-all", "-k", "served"]
+    done = run_measured(command, cwd=folder, env={**os.environ, "PYTHONPATH": str(ROOT)}, server=server)
+    costs = folder / "results" / "costs" / f"{FAMILY}.jsonl"
+    p50 = float("nan")
+    if costs.is_file():
+        for line in costs.read_text().splitlines():
+            record = CostRecord.model_validate(json.loads(line))
+            if record.model == "served":
+                p50 = record.request_latencies.quantile(0.5) or float("nan")
+    return done, p50
+
+
+def run_bare(folder: Path, server: OpenAIServer) -> tuple[ProcessCost, float]:
+    command = [sys.executable, str(HERE / "bare_client.py"), str(folder / "conversations.json"), server.base_url]
+    command += ["--concurrency", str(CONNECTIONS)]
+    done = run_measured(command, cwd=folder, env=dict(os.environ), server=server)
+    try:
+        p50 = float(json.loads(done.stdout.strip().splitlines()[-1])["p50_ms"])
+    except (ValueError, IndexError, KeyError):
+        p50 = float("nan")
+    return done, p50
+
+
+def measure(tool: str, run: object, server: OpenAIServer, expected: list[str]) -> Figures:
+    server.reset()
+    done, p50 = run()  # type: ignore[operator]
+    if done.returncode != 0:
+        sys.exit(f"{tool} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
+    asked = sent(server)
+    if asked != expected:
+        sys.exit(f"{tool} sent {len(asked)} requests, not the {len(expected)} expected ones")
+    first = done.first_request_cpu_s if done.first_request_cpu_s is not None else float("nan")
+    return Figures(done.wall_s, done.cpu_s, first, p50)
+
+
+def median_of(runs: list[Figures], name: str) -> float:
+    return statistics.median(getattr(run, name) for run in runs)
+
+
+def compare(size: int, repeat: int) -> dict[str, dict[str, float]]:
+    """Medians of each figure per tool, at one size."""
+    latency = SIZES[size]
+    with tempfile.TemporaryDirectory() as temporary, OpenAIServer("yes", latency=latency) as server:
+        folder = Path(temporary)
+        conversations = ragmatrix_project(folder, size // 96, server.base_url)
+        (folder / "conversations.json").write_text(json.dumps(conversations))
+        expected = sorted(json.dumps(messages, sort_keys=True) for messages in conversations)
+        tools = {"ragmatrix": lambda: run_ragmatrix(folder, server), "bare client": lambda: run_bare(folder, server)}
+        for name in tools:
+            measure(name, tools[name], server, expected)  # untimed: warm disk caches
+        runs: dict[str, list[Figures]] = {name: [] for name in tools}
+        for round_ in range(repeat):
+            order = list(tools) if round_ % 2 == 0 else list(reversed(tools))
+            for name in order:
+                runs[name].append(measure(name, tools[name], server, expected))
+    print(f"\n{size} prompts, server latency {latency * 1000:.0f} ms, load average {load_average()}")
+    print(f"  {'':12} {'wall s':>8} {'CPU s':>8} {'CPU before 1st request s':>26} {'p50 ms':>8}")
+    figures = {name: {f: median_of(runs[name], f) for f in Figures.__dataclass_fields__} for name in tools}
+    for name, values in figures.items():
+        print(
+            f"  {name:12} {values['wall_s']:8.2f} {values['cpu_s']:8.2f} "
+            f"{values['first_request_cpu_s']:26.2f} {values['p50_ms']:8.1f}"
+        )
+    return figures
+
+
+def verdict(value: float, goal: float) -> str:
+    return f"goal: at most {goal:g}x, {'met' if value <= goal else 'NOT met'}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="alternated rounds per size; medians are printed")
+    parser.add_argument("--sizes", default="96,960", help="prompt counts to run, of 96 and 960")
+    options = parser.parse_args()
+    sizes = [int(size) for size in options.sizes.split(",")]
+    print(f"{CONNECTIONS} connections, medians of {options.repeat} alternated runs, load average {load_average()}")
+    results = {size: compare(size, options.repeat) for size in sizes}
+    print("\ngoals (ragmatrix / bare client, measured in this run):")
+    wall_goals = {96: 1.5, 960: 2.0}
+    for size, figures in results.items():
+        ours, bare = figures["ragmatrix"], figures["bare client"]
+        wall = ours["wall_s"] / bare["wall_s"]
+        print(f"  whole process, {size} prompts: {wall:.2f}x ({verdict(wall, wall_goals[size])})")
+        before = ours["first_request_cpu_s"] / bare["first_request_cpu_s"]
+        print(f"  CPU before the first request, {size} prompts: {before:.2f}x ({verdict(before, 2.0)})")
+        p50 = ours["p50_ms"] / bare["p50_ms"]
+        print(f"  reported p50 latency, {size} prompts: {p50:.3f}x ({verdict(p50, 1.10)})")
+    if len(results) == 2:
+        small, large = sorted(results)
+        extra = large - small
+        for name in ("ragmatrix", "bare client"):
+            per_item = 1000 * (results[large][name]["cpu_s"] - results[small][name]["cpu_s"]) / extra
+            goal = " (goal: at most 1 ms, " + ("met)" if per_item <= 1.0 else "NOT met)") if name == "ragmatrix" else ""
+            print(f"  marginal CPU per item, {name}: {per_item:.2f} ms{goal}")
+    print(f"load average {load_average()} at the end")
+
+
+if __name__ == "__main__":
+    main()
