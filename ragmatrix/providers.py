@@ -9,7 +9,7 @@ A provider declares a spec model (a `ModelSpec` subclass registered with `@provi
 - reranking: a `RerankProvider` (`score` a query against documents in this process, or
   `ascore` them on a server; `classify`; `device`) in a `RerankModel`, its spec a `RerankerSpec`.
 
-The wrapper owns concurrency, timeouts, retries, the breaker with its probe, the 429 throttle,
+The wrapper owns concurrency, timeouts, retries, the breaker with its probe, the throttle (429s, busy servers),
 the caches, usage, redaction and the cost figures, so a provider does none of it. See
 docs/extending-providers.md; every other module of the package is private and may change. The
 names are imported on first use, so importing this module stays cheap.

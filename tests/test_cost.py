@@ -424,3 +424,21 @@ def test_a_cost_file_that_cannot_be_read_is_one_problem_and_never_written_over(t
     assert store.load_all().problems == [problem]
     assert store.compact_all() == [problem]
     assert (tmp_path / "costs" / "code_retrieval.jsonl").is_dir()
+
+
+def test_a_remote_devices_server_description_is_kept_from_the_latest_record_and_shown_escaped():
+    from ragmatrix.cost.figures import device_figures
+    from ragmatrix.report.cost import describe_server
+
+    old = record(device="remote: 10.0.0.7", requests=1, last_measured="2026-01-01T00:00:00+00:00")
+    old.server = {"server": "10.0.0.7:9997", "model": "m-1", "engine": "vllm"}
+    new = record(device="remote: 10.0.0.7", requests=1, last_measured="2026-02-01T00:00:00+00:00")
+    new.server = {"server": "10.0.0.7:9997", "model": "m-2\x1b[31m", "engine": "vllm"}
+    # Both are one device: the records combine, and the latest description is kept.
+    for a, b in ((old, new), (new, old)):
+        combined = combine(a, b)
+        assert combined.requests == 2 and combined.server["model"] == "m-2\x1b[31m"
+    assert CostRecord(**json.loads(json.dumps(combined.to_json()))).server == new.server
+    assert "server" not in record().to_json()  # a local model's record has none
+    shown = describe_server(device_figures(combined).server)
+    assert shown == "server 10.0.0.7:9997, model m-2\\x1b[31m, engine vllm"

@@ -164,6 +164,7 @@ def test_every_shipped_entry_is_its_providers_spec_and_keeps_its_fingerprint(mon
         "gemini-flash": "litellm",
         "judges": "ensemble",
         "local-llm": "litellm",
+        "smollm2-cpu": "litellm",
         "minilm": "sentence_transformers",
         "minilm-int8": "sentence_transformers",
         "bow": "bow",

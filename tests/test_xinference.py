@@ -9,18 +9,21 @@ model `gt-minilm` (scripts/xinference-local.sh starts such a server).
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
-from project import REPO
+from project import REPO, assert_outcomes, models_yaml, write
 
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.models_file import ModelsFileError, load_models, select_models, unavailable_reason
 from ragmatrix.models.registry import Registry
 from ragmatrix.models.spec import ModelSpec
+from ragmatrix.testing.openai_server import Reply
 
 SERVED_MINILM = "gt-minilm"
 TEXTS = [
@@ -169,6 +172,211 @@ def test_building_an_xinference_model_imports_neither_its_client_nor_litellm():
     assert out.stdout.strip() == "[]"
 
 
+# -- serving settings, adoption, lifecycle: the test server speaking Xinference's model API -----
+
+
+def launches(server) -> str:
+    """The test server with Xinference's launch, list, describe and terminate; its endpoint."""
+    server.launches = True
+    return server.base_url.removesuffix("/v1")
+
+
+SERVING = {"replica": 2, "n_worker": 1, "n_gpu": None, "gpu_idx": [0, 1], "worker_ip": "10.0.0.2:30001"}
+
+
+def test_serving_settings_stay_out_of_the_key_and_model_settings_stay_in():
+    single = xinference(endpoint="http://h")
+    cluster = xinference(endpoint="http://h", launch={**SERVING, "n_threads": 4, "n_parallel": 4})
+    assert single.output_fingerprint() == cluster.output_fingerprint()
+    for changed in (
+        {"n_ctx": 1024},  # a context length truncates what the model reads
+        {"enable_thinking": False},
+        {"a_setting_nobody_classified": 1},  # unknown: kept in, to be safe
+    ):
+        assert xinference(endpoint="http://h", launch=changed).output_fingerprint() != single.output_fingerprint()
+    for field, value in (("model_engine", "llama.cpp"), ("quantization", "Q4_1"), ("model_format", "ggufv2")):
+        assert xinference(endpoint="http://h", **{field: value}).output_fingerprint() != single.output_fingerprint()
+
+
+def served_entry(endpoint: str, launch: str = "") -> str:
+    return f"""
+  - id: served
+    kind: embedder
+    xinference: test-embed
+    endpoint: {endpoint}
+    timeout: 10
+{launch}"""
+
+
+def test_an_entry_with_and_without_two_replicas_has_the_same_result_keys(bench, server):
+    endpoint = launches(server)
+    write(bench.path / "benchmark/models.yaml", models_yaml(None, served_entry(endpoint)))
+    bench.runpytest("benchmark", "-p", "no:cacheprovider", "-k", "served").assert_outcomes(passed=2)
+    rows = (bench.path / "benchmark/results/rag_interpretation.jsonl").read_text()
+    assert server.launched == {}  # launched for the run, terminated at its end
+    replicas = served_entry(endpoint, "    launch: {replica: 2, n_threads: 4}\n")
+    write(bench.path / "benchmark/models.yaml", models_yaml(None, replicas))
+    again = bench.runpytest("benchmark", "-p", "no:cacheprovider", "-k", "served")
+    assert_outcomes(again, cached=2)  # the same keys: nothing runs again
+    assert (bench.path / "benchmark/results/rag_interpretation.jsonl").read_text() == rows
+    launched = [r["body"] for r in server.requests if r["path"] == "/v1/models" and r["body"]]
+    assert len(launched) == 1 and launched[0]["replica"] == 1  # the cached run launched nothing
+
+
+@pytest.mark.usefixtures("fresh_event_loop")
+def test_a_running_model_is_used_only_with_the_entrys_launch_settings(server, caplog):
+    endpoint = launches(server)
+    server.launch("theirs", "test-embed", "embedding", replica=1)  # started by someone, n_threads unknown
+    registry = Registry(use_cache=False)
+    try:
+        plain = registry.build(xinference(id="plain", xinference="test-embed", endpoint=endpoint))
+        plain.embed_documents(["a"])
+        assert plain.provider.server.uid == "theirs"  # the entry names no setting: any will do
+        same = registry.build(xinference(id="same", xinference="test-embed", endpoint=endpoint, launch={"replica": 1}))
+        same.embed_documents(["b"])
+        assert same.provider.server.uid == "theirs"  # the server reports replica 1
+        threads = registry.build(
+            xinference(id="threads", xinference="test-embed", endpoint=endpoint, launch={"n_threads": 4})
+        )
+        threads.embed_documents(["c"])
+        own = threads.provider.server.uid
+        assert own != "theirs" and own == threads.provider.server.launched
+        assert "theirs runs with n_threads unknown (the server does not report it" in caplog.text
+        again = registry.build(
+            xinference(id="again", xinference="test-embed", endpoint=endpoint, launch={"n_threads": 4})
+        )
+        again.embed_documents(["d"])
+        assert again.provider.server.uid == own  # launched by ragmatrix with these settings: its tag says so
+        assert set(server.launched) == {"theirs", own}
+    finally:
+        registry.close()
+    assert set(server.launched) == {"theirs"}  # what it launched is terminated, what it found stays
+
+
+@pytest.mark.usefixtures("fresh_event_loop")
+def test_a_model_with_other_settings_that_cannot_be_launched_again_says_why_in_one_line(server):
+    endpoint = launches(server)
+    server.launch("theirs", "test-embed", "embedding", replica=1)
+    server.refuse_launches = "not enough memory for a second copy"
+    registry = Registry(use_cache=False)
+    spec = xinference(xinference="test-embed", endpoint=endpoint, launch={"replica": 2})
+    with pytest.raises(ModelError) as raised:
+        registry.build(spec).embed_documents(["a"])
+    registry.close()
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith("xinference model 'test-embed' at http://127.0.0.1:")
+    assert "theirs runs with replica 1 where the entry asks for 2, and launching another failed:" in message
+    assert "not enough memory for a second copy" in message
+
+
+RUN_UNTIL_SIGNALLED = """
+import sys
+from pathlib import Path
+from ragmatrix.foundations.context import start_run
+from ragmatrix.models.registry import Registry
+from ragmatrix.models.spec import ModelSpec
+
+with start_run(Path.cwd()):
+    spec = ModelSpec(id="x", kind="{kind}", xinference="test-embed", endpoint=sys.argv[1])
+    model = Registry(use_cache=False).build(spec)
+    {use}
+    print("launched", flush=True)
+    {then}
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "then", "returncode"),
+    [
+        ("SIGTERM", "import time; time.sleep(120)", -signal.SIGTERM),
+        ("SIGINT", "import time; time.sleep(120)", -signal.SIGINT),  # KeyboardInterrupt, uncaught
+        ("exit", "sys.exit(0)", 0),  # no run end closed the model: the exit hook terminates it
+    ],
+)
+def test_a_model_launched_by_a_process_that_is_stopped_is_terminated(server, tmp_path, how, then, returncode):
+    endpoint = launches(server)
+    code = RUN_UNTIL_SIGNALLED.format(kind="embedder", use='model.embed_documents(["a"])', then=then)
+    command = [sys.executable, "-c", code, endpoint]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert process.stdout is not None and process.stdout.readline().strip() == "launched"
+    assert len(server.launched) == 1
+    if how != "exit":
+        process.send_signal(getattr(signal, how))
+    assert process.wait(timeout=120) == returncode
+    assert server.launched == {}
+
+
+@pytest.mark.slow
+def test_sigterm_of_a_benchmark_run_leaves_no_model_it_launched(bench, server):
+    endpoint = launches(server)
+    server.latency = 0.5
+    llm = f"""
+  - id: served
+    kind: llm
+    xinference: test-model
+    endpoint: {endpoint}
+    concurrency: 1
+"""
+    write(bench.path / "benchmark/models.yaml", models_yaml(None, llm))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "benchmark", "-p", "no:cacheprovider", "-q", "-k", "served"],
+        cwd=bench.path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120  # only a run that never starts ends the wait here
+    while server.count() < 1 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(server.launched) == 1 and process.poll() is None  # launched, and asking it
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=120) == -signal.SIGTERM
+    assert server.launched == {}
+
+
+@pytest.mark.usefixtures("fresh_event_loop")
+def test_a_model_the_cluster_lost_a_worker_of_is_asked_again_once_it_is_rerouted(server):
+    endpoint = launches(server)
+    lost = "Model not found in the model list, uid: m (cached, retry after 0.2s)"
+    registry = Registry(use_cache=False)
+    try:
+        model = registry.build(xinference(xinference="test-embed", endpoint=endpoint, retries=3))
+        model.embed_documents(["launched"])
+        server.inject(Reply.error(404, message=lost), Reply.error(404, message=lost))
+        assert model.embed_documents(["a", "b"]).shape == (2, 16)  # before: one ModelError, no retry
+        assert server.count("embeddings") == 1 + 3
+        server.inject(*[Reply.error(404, message=lost)] * 4)
+        with pytest.raises(ModelError, match=r"HTTP 404 .*Model not found in the model list.*\(after 4 attempts\)"):
+            model.embed_documents(["c"])
+    finally:
+        registry.close()
+
+
+@pytest.mark.usefixtures("fresh_event_loop")
+def test_the_cost_figures_name_what_the_server_tells_of_the_model(server):
+    endpoint = launches(server)
+    registry = Registry(use_cache=False)
+    try:
+        model = registry.build(
+            xinference(kind="llm", xinference="test-model", endpoint=endpoint, launch={"replica": 2})
+        )
+        assert model.chat([{"role": "user", "content": "yes?"}]) == "yes"
+        device = model.cost_device()
+        uid = model.provider.server.uid
+    finally:
+        registry.close()
+    assert device.name == "remote: 127.0.0.1"
+    port = endpoint.rsplit(":", 1)[1]
+    assert device.details == {
+        "engine": "test-engine",
+        "gpus": "none",
+        "memory": "8,192 MB RAM",
+        "model": uid,
+        "replicas": "2",
+        "server": f"127.0.0.1:{port}",
+        "worker": "127.0.0.1:40001",
+    }
+
+
 # -- against a real Xinference server -----------------------------------------------------------
 
 ENDPOINT = os.environ.get("XINFERENCE_ENDPOINT", "")
@@ -225,14 +433,14 @@ def test_a_second_build_reuses_the_model_and_close_terminates_only_what_was_laun
     try:
         one = first.build(served)
         one.embed_documents(["first"])
-        uid = one.server.uid
+        uid = one.provider.server.uid
         # Launched here exactly when none ran before; found otherwise.
-        assert (one.server.launched == uid) == (not before)
+        assert (one.provider.server.launched == uid) == (not before)
         assert running_minilms(client) == before | {uid}
 
         two = second.build(served)
         two.embed_queries(["second"])
-        assert two.server.uid == uid and two.server.launched is None
+        assert two.provider.server.uid == uid and two.provider.server.launched is None
         assert running_minilms(client) == before | {uid}
 
         second.close()  # it found the model running: it leaves it running

@@ -10,7 +10,10 @@
   `cpu: <CPU model> (onnx int8)`. Its speed compares with torch's on the same device.
 
 A model says where it works with a `Device`: the name above, whether the work happens in this
-process, and the torch CUDA device whose allocator peak is the model's memory on a GPU.
+process, the torch CUDA device whose allocator peak is the model's memory on a GPU, and for a
+model on a server what the server tells of itself (`about`: its address, the model id it
+serves, its engine, worker, GPUs and memory), which cost records keep beside the device name
+without making it part of the name: records of one server still combine.
 
 `expected(requested)` says which device a local model will take before it is loaded, without
 importing torch, so that the session header can name it and a cached run stays light.
@@ -22,7 +25,8 @@ import functools
 import platform
 import re
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -39,24 +43,35 @@ class Device:
     name: str  # "cpu: <CPU model>", "cuda: <GPU name>", "mps", "remote: <host>"
     local: bool  # in this process: its resident memory is the model's
     cuda: str | None = None  # the torch device ("cuda:0") of a model on a GPU, for its peak memory
+    # What a server tells of itself, as (name, value) pairs: "server" (host:port), "model" (the
+    # id it serves), "engine", "worker", "gpus", "memory". Not part of the device's identity.
+    about: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def details(self) -> dict[str, str]:
+        return dict(self.about)
 
 
 def this_cpu() -> Device:
     return Device(describe("cpu"), local=True)
 
 
-def remote(address: str) -> Device:
+def remote(address: str, about: Mapping[str, object] | None = None) -> Device:
     """A model on a server: `remote: <host>` from a URL or a host name (its port left out: a
     server moved to another port is the same machine); `remote` alone when the address says
-    nothing."""
+    nothing. `about`: what the server tells of itself (values that are None or empty are left
+    out); its address (`server`, host and port) is added when the address has a host."""
     try:
-        host = urlsplit(address if "//" in address else f"//{address}").hostname
-    except ValueError:  # not a URL at all
-        host = None
-    return Device(f"{REMOTE}: {host}" if host else REMOTE, local=False)
+        parts = urlsplit(address if "//" in address else f"//{address}")
+        host, port = parts.hostname, parts.port
+    except ValueError:  # not a URL at all, or a port that is no number
+        host = port = None
+    details = {"server": f"{host}:{port}" if port else host} if host else {}
+    details.update({k: str(v) for k, v in (about or {}).items() if v is not None and str(v) != ""})
+    return Device(f"{REMOTE}: {host}" if host else REMOTE, local=False, about=tuple(sorted(details.items())))
 
 
 @functools.cache

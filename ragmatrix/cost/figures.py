@@ -38,6 +38,7 @@ class DeviceFigures:
     first_measured: str | None
     last_measured: str | None
     note: str | None = None
+    server: dict[str, str] = field(default_factory=dict)  # a model on a server: what it told of itself
     process_peak_mb: float | None = None  # older records: the process's peak, not the model's own
     load_average: float | None = None  # the highest 1-minute load average while measured
     cpus: int | None = None
@@ -130,6 +131,7 @@ def device_figures(record: CostRecord) -> DeviceFigures:
         first_measured=record.first_measured,
         last_measured=record.last_measured,
         note=note,
+        server=dict(record.server),
         process_peak_mb=record.peak_rss_mb if record.memory_added_mb is None else None,
         load_average=record.load_average,
         cpus=record.cpus,

@@ -82,6 +82,7 @@ class _Delta:
     parameters: int | None = None
     first: str | None = None
     last: str | None = None
+    server: dict[str, str] = field(default_factory=dict)  # what a remote device told of itself
     load_average: float | None = None
     cpus: int | None = None
 
@@ -118,6 +119,7 @@ class _Delta:
             first_measured=self.first,
             last_measured=self.last,
             sessions=[session],
+            server=dict(self.server),
             load_average=self.load_average,
             cpus=self.cpus,
             price=price[0] if price else None,
@@ -222,6 +224,12 @@ class Meter:
             delta.tokens_in += tokens[0]
             delta.tokens_out += tokens[1]
             delta.touch()
+
+    def described(self, work: Work, model: str, device: Device) -> None:
+        """Keep what a server told of itself beside the figures of its device."""
+        if device.about:
+            with self._lock:
+                self._delta((work.family, model, device.name)).server = device.details
 
     def is_warm(self, model: str) -> bool:
         with self._lock:
@@ -415,6 +423,8 @@ async def timed_request(
         tokens = usage(answer) if usage is not None else None
         tokens = tokens if isinstance(tokens, dict) else {}
         counts = (int(tokens.get("prompt_tokens") or 0), int(tokens.get("completion_tokens") or 0))
+        device = model.cost_device()
         ms = None if cold else (time.perf_counter() - began) * 1000.0
-        meter.request(work, model.id, model.cost_device().name, ms, counts)
+        meter.request(work, model.id, device.name, ms, counts)
+        meter.described(work, model.id, device)
     return answer

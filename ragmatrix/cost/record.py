@@ -6,7 +6,8 @@ records of one (model, device) into one line. Combining is by counts, so it is e
 any order: texts, seconds, requests, tokens and cache hits add up, histogram counts add up,
 peaks and load averages take the larger, the measurement dates widen, the ids of the sessions
 that measured add to the set, and the price is the latest measurement's (marked when the
-measurements were priced differently).
+measurements were priced differently). What a server told of itself (`server`) is kept from
+the latest measurement.
 
 Version 2 records what the model's work added to the process's memory (`memory_added_mb`), the
 load average while it was measured and the price its tokens were priced at. A version 1 record
@@ -69,6 +70,9 @@ class CostRecord(BaseModel):
     first_measured: str | None = None
     last_measured: str | None = None
     sessions: list[str] = Field(default_factory=list)
+    # A model on a server: what the server told of itself ("server": host:port, "model": the id
+    # it serves, "engine", "worker", "gpus", "memory"), as `ragmatrix.cost.device.Device.about`.
+    server: dict[str, str] = Field(default_factory=dict)
     # The highest 1-minute load average seen while measuring, and the machine's CPUs.
     load_average: float | None = None
     cpus: int | None = None
@@ -95,7 +99,7 @@ class CostRecord(BaseModel):
         data = self.model_dump(mode="json", exclude_none=True)
         if not self.prices_differ:
             data.pop("prices_differ")
-        for name in ("variants", "query_ms", "request_ms", "sessions"):
+        for name in ("variants", "query_ms", "request_ms", "sessions", "server"):
             if not data.get(name) or (name.endswith("_ms") and not data[name].get("counts")):
                 data.pop(name, None)
         return data
@@ -141,6 +145,7 @@ def combine(a: CostRecord, b: CostRecord) -> CostRecord:
         price=price,
         price_source=price_source,
         prices_differ=prices_differ,
+        server=_newer(a, b).server or _older(a, b).server,
     )
 
 
@@ -174,6 +179,14 @@ def combine_all(records: list[CostRecord]) -> list[CostRecord]:
         kept = combined.get(record.key)
         combined[record.key] = record if kept is None else combine(kept, record)
     return [combined[key] for key in sorted(combined)]
+
+
+def _newer(a: CostRecord, b: CostRecord) -> CostRecord:
+    return b if (b.last_measured or "") >= (a.last_measured or "") else a
+
+
+def _older(a: CostRecord, b: CostRecord) -> CostRecord:
+    return a if _newer(a, b) is b else b
 
 
 def _larger(a: Any, b: Any) -> Any:

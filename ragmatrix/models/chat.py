@@ -32,12 +32,21 @@ Messages = list[dict[str, str]]
 # The most characters of an answer that are kept: a runaway answer (1 MiB of "yes yes ...")
 # must not bloat the store and the cache. No family expects anything near this long.
 MAX_ANSWER_CHARS = 16 * 1024
+# An answer is cut before its secrets are taken out (redacting 200 MB would take minutes), with
+# this many characters to spare: a secret shorter than this, cut in two, is dropped whole.
+REDACTION_MARGIN = 4 * 1024
+
+
+class CutAnswer(str):
+    """An answer's text that its provider read only in part: its body was past the cap, and was
+    cut off before it was read whole (`ragmatrix.models.openai_chat`)."""
 
 
 class ChatProvider(Protocol):
     """What a chat provider implements: `complete` sends one request and returns the answer's
     text, its token counts (`prompt_tokens`, `completion_tokens`) and its price in US dollars
-    (None when unknown); `classify` says whether a failure may be retried. The wrapper, `LLM`,
+    (None when unknown); `timeout` is the longest the client layer may wait for it (a client
+    library's own timeout must not be shorter); `classify` says whether a failure may be retried. The wrapper, `LLM`,
     does everything else. A provider whose first call does nothing slow (its imports done when
     it is built) says so with a class attribute `starts_warm = True`.
 
@@ -48,7 +57,9 @@ class ChatProvider(Protocol):
     def classify(self, error: BaseException) -> Failure: ...
 
     def device(self) -> Device:
-        """Where the model answers: `remote: <host>` for a server (the default, with no host)."""
+        """Where the model answers: `remote: <host>` for a server (the default, with no host),
+        with what the server tells of itself (`remote(url, about)`). Asked for every answer's
+        cost figures: a provider whose server must be asked remembers what it said."""
         return remote("")
 
     def close(self) -> None:
@@ -87,7 +98,6 @@ class LLM:
         self._sent_lock = threading.Lock()
         self._first_attempt: asyncio.Event | None = None  # set once the first attempt has ended
         self._secret_names = tuple(sorted(spec.env_names()))
-        self._device: Device | None = None
         self._fingerprint: dict[str, Any] | None = None
 
     @property
@@ -101,9 +111,7 @@ class LLM:
     # -- what the cost meter reads (`ragmatrix.cost.meter.Measured`) ---------------------------
 
     def cost_device(self) -> Device:
-        if self._device is None:
-            self._device = self.provider.device()
-        return self._device
+        return self.provider.device()  # asked each time: what a server tells of itself comes with its answers
 
     def prepare_to_measure(self) -> None:
         pass  # requests are timed one by one; the first, cold one is left out
@@ -187,7 +195,7 @@ class LLM:
         hit = self.cache.get(key) if self.cache is not None else None
         # An empty answer cached by an older version is no answer: ask again.
         if hit is not None and str(hit.get("text") or "").strip():
-            text, cut = _stored(redact(str(hit["text"]), self._secret_names))
+            text, cut = kept_answer(str(hit["text"]), self._secret_names)
             return Answer(text, hit.get("usage"), hit.get("cost"), cached=True, cut=cut or bool(hit.get("cut")))
         # The first attempt of the session goes alone: a client's cold start (lazy imports, its
         # connection pool) blocks the loop, and must not eat the timeout of every request sent
@@ -203,7 +211,7 @@ class LLM:
         async def send() -> tuple[str, dict[str, Any], float | None]:
             try:
                 # timed from send to the full answer, for the cost figures (not the first, cold one)
-                reply = self.provider.complete(messages, self.spec.timeout)
+                reply = self.provider.complete(messages, self.client.longest_wait)
                 return await timed_request(self, reply, cold=first is not None, usage=lambda a: a[1])
             finally:
                 if first is not None:
@@ -216,7 +224,7 @@ class LLM:
                 first.set()
         # A server or proxy may echo the key it was sent, and an answer may hold control
         # sequences: the answer is stored, cached and shown.
-        text, cut = _stored(redact(text, self._secret_names))
+        text, cut = kept_answer(text, self._secret_names)
         if self.cache is not None:
             entry: dict[str, Any] = {"text": text, "usage": tokens, "cost": cost}
             if cut:
@@ -241,17 +249,19 @@ class LLM:
         return aio.run(gather())
 
 
-def _capped(text: str) -> tuple[str, bool]:
-    if len(text) <= MAX_ANSWER_CHARS:
-        return text, False
-    return text[:MAX_ANSWER_CHARS], True
-
-
-def _stored(text: str) -> tuple[str, bool]:
-    """An answer as it is kept: capped, then its control characters escaped (newlines and tabs
-    stay); whether it was cut."""
-    kept, cut = _capped(text)
-    return safe_text(kept), cut
+def kept_answer(text: str, secret_names: tuple[str, ...]) -> tuple[str, bool]:
+    """The answer as it is stored, cached and shown, and whether it was cut: at most
+    `MAX_ANSWER_CHARS`, secrets taken out, control characters escaped (newlines and tabs stay).
+    A longer answer is cut first, `REDACTION_MARGIN` past the cap, and redacted after; the
+    margin then goes, with the head of any secret the first cut split."""
+    cut = isinstance(text, CutAnswer)
+    if len(text) > MAX_ANSWER_CHARS + REDACTION_MARGIN:
+        redacted = redact(str(text[: MAX_ANSWER_CHARS + REDACTION_MARGIN]), secret_names)
+        return safe_text(redacted[:-REDACTION_MARGIN][:MAX_ANSWER_CHARS]), True
+    text = redact(str(text), secret_names)
+    if len(text) > MAX_ANSWER_CHARS:
+        return safe_text(text[:MAX_ANSWER_CHARS]), True
+    return safe_text(text), cut
 
 
 def _retrieve(task: asyncio.Task[Answer]) -> None:

@@ -1,11 +1,18 @@
 """The one place model calls are made robust: concurrency, timeouts, bounded retries, the
-breaker and the pace under rate limits.
+breaker and the pace under rate limits and busy servers.
 
 Every provider call goes through `call()`. It holds the model's semaphore only while a
-request is in flight, bounds each attempt with `asyncio.wait_for` (some client libraries
-ignore their own async timeout), and retries 429s, 5xx and timeouts with exponential backoff
-that honours `Retry-After`. An empty answer is such a transient fault too. Other failures end
-at once as a `ModelError`, which the plugin records as an error row, never as a score.
+request is in flight, bounds each attempt itself (some client libraries ignore their own async
+timeout), and retries 429s, 5xx and timeouts with exponential backoff that honours
+`Retry-After` up to `MAX_RETRY_AFTER`. An empty answer is such a transient fault too. Other
+failures end at once as a `ModelError`, which the plugin records as an error row, never as a
+score.
+
+Slow is not dead. An attempt times out when the server has answered none of the model's
+requests for `timeout` seconds; while it answers others, a request waiting in its queue is
+waited for (a server that queues keeps computing a request the client gave up, and sending it
+again only adds the same work), up to `timeout x (concurrency + 1)` in all, and the model's
+concurrency is cut as a 429 cuts it. Only when nothing answers is a timeout an outage.
 
 A `Breaker` per model watches the attempts. After K consecutive outages (timeouts, connection
 errors, 5xx, empty answers) it opens: calls wait instead of failing, and after a cool-down one
@@ -14,9 +21,12 @@ probe opens it again for twice as long. Only when probes have kept failing for t
 patience is the model down for the session: every call waiting or yet to come then fails at
 once, so a dead server still ends the run quickly while a blip costs seconds.
 
-A `Throttle` per model paces it under rate limits: a 429 halves how many requests may be in
-flight, each answer grows it back (additive increase, multiplicative decrease), and a
-`Retry-After` holds every request of the model until it has passed.
+A `Throttle` per model paces it under rate limits and on a busy server: a 429 or a slow answer
+halves how many requests may be in flight, each answer grows it back (additive increase,
+multiplicative decrease). A 429 also sets the rate at which requests may start to what the
+server accepted in the second before it refused, and each answer raises that rate a little, so
+a server that accepts N requests a second is asked about N times a second however many are in
+flight. A `Retry-After` holds every request of the model until it has passed.
 
 `Client` holds one model's semaphore, retry policy, breaker and throttle, made from its spec:
 every model wrapper of a remote provider (chat, embeddings, reranking) sends through one.
@@ -27,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -49,12 +60,21 @@ class CallSettings(Protocol):
 
 
 class ModelError(Exception):
-    """A model call that failed for good. Its message often quotes a server's error body: its
-    control characters are escaped, for it is printed and stored."""
+    """A model call that failed for good. `timed_out`: its last attempt got no answer in time (a
+    smaller request may fare better); `busy`: while the server answered other requests. Its
+    message often quotes a server's error body: its control characters are escaped, for it is
+    printed and stored."""
 
-    def __init__(self, message: str, attempts: int = 1) -> None:
+    def __init__(self, message: str, attempts: int = 1, timed_out: bool = False, busy: bool = False) -> None:
         super().__init__(safe_text(message))
         self.attempts = attempts
+        self.timed_out = timed_out or busy
+        self.busy = busy
+
+
+class BusyServer(TimeoutError):
+    """An attempt that waited its longest while the server kept answering the model's other
+    requests: the server is busy, not down."""
 
 
 class EmptyAnswer(Exception):
@@ -63,6 +83,10 @@ class EmptyAnswer(Exception):
 
 
 MODEL_DOWN = "model down after"  # how every error of a model whose breaker gave up begins
+
+# The longest Retry-After honoured, in seconds. A server asking for more (an hour, say) would
+# hold the whole run: past it the attempt fails like a 5xx, and is retried on the usual backoff.
+MAX_RETRY_AFTER = 60.0
 
 FIRST_COOLDOWN = 0.5  # seconds an opened breaker waits before its first probe
 MAX_COOLDOWN = 30.0  # the longest wait between two probes (each failed probe doubles it)
@@ -113,6 +137,7 @@ class Breaker:
         self.probing = False  # a probe is in flight
         self.failed_probes = 0
         self.opened = 0  # how often it opened this session
+        self.heard_at = 0.0  # time.monotonic() of the server's last answer (or refusal)
         self._waiters = _Waiters()
 
     @property
@@ -140,6 +165,7 @@ class Breaker:
     def success(self) -> None:
         """The server answered (or refused): the breaker closes and everything waiting goes."""
         self.failures = 0
+        self.heard_at = time.monotonic()
         if self.opened_at is not None and self.down is None:
             self.opened_at = None
             self.probing = False
@@ -181,34 +207,95 @@ class Breaker:
             self._waiters.wake()
 
 
-class Throttle:
-    """How many of a model's requests may be in flight, and when they may go.
+# Pacing by rate: the window over which the requests a server accepted are counted when it
+# refuses one (and how close two sends are to count as one burst); the slowest pace a 429 can
+# set; the share of the accepted rate that is asked for, so that a server's own timing does not
+# refuse a request that came a moment early; how fast the rate grows back (requests a second
+# added per second of answers), and how much slower within that share of the accepted rate.
+RATE_WINDOW = 1.0
+BURST = 0.1  # requests sent this close together went at once: which the server took first is unknown
+MIN_RATE = 0.2
+RATE_SHARE = 0.9
+RATE_GROWTH = 0.5
+NEAR_GROWTH = 0.05
 
-    It starts at the model's concurrency (`ceiling`). A 429 halves the limit (at least 1), once
-    per round of requests: a 429 to a request sent before the last cut does not cut again. Each
-    answer adds 1/limit, that is about one request per round of answers, back up to the
-    ceiling. A `Retry-After` holds every request of the model until that time.
+
+@dataclass(eq=False)
+class Ticket:
+    """One request's place in its model's throttle: when it started, the number of cuts it was
+    sent at, and whether the server refused it."""
+
+    sent_at: float
+    cuts: int
+    refused: bool = False
+
+
+class Throttle:
+    """How many of a model's requests may be in flight, how often they may start, and when.
+
+    It starts at the model's concurrency (`ceiling`), unpaced. A 429 or a slow answer halves
+    the limit (at least 1), once per round of requests: a request sent before the last cut does
+    not cut again. Each answer adds 1/limit, that is about one request per round of answers,
+    back up to the ceiling.
+
+    A 429 also sets `accepted_rate` to the requests of the `RATE_WINDOW` before the refused one
+    that the server did not refuse (never below half the rate when the window of refusals
+    began, nor below `MIN_RATE`), and `rate`, the requests that may start per second, to
+    `RATE_SHARE` of it (never raising it). Requests then start one every 1/rate seconds. Each answer adds
+    RATE_GROWTH/rate, so the rate grows by about RATE_GROWTH per second, and only NEAR_GROWTH
+    per second between that share and the accepted rate: the rate probes upwards, slowly where
+    the server refused before. A `Retry-After` holds every request of the model until that time.
     """
 
     def __init__(self, ceiling: int) -> None:
         self.ceiling = ceiling
         self.limit = float(ceiling)
         self.in_flight = 0
-        self.cuts = 0  # how often a 429 cut the limit; a request remembers the count it was sent at
+        self.cuts = 0  # how often a 429 or a slow answer cut the limit
         self.paused_until = 0.0  # time.monotonic()
+        self.rate: float | None = None  # requests a second; None until a 429
+        self.accepted_rate: float | None = None  # what the server accepted when it last refused
+        self._window_began = -RATE_WINDOW  # when the first request of the last refusals' window was sent
+        self._window_rate: float | None = None  # the rate when that window began
+        self._next_start = 0.0  # time.monotonic() at which the next request may start
+        self._sent: deque[Ticket] = deque()  # the requests of the last two windows
         self._waiters = _Waiters()
 
-    async def acquire(self) -> int:
-        """Wait for a free place; returns the number of cuts so far, for `rate_limited`."""
+    async def acquire(self) -> Ticket:
+        """Wait for a free place and this request's turn at the rate; `release` it afterwards."""
         while True:
-            pause = self.paused_until - time.monotonic()
-            if pause > 0:
-                await asyncio.sleep(pause)
-                continue
+            await self._past_pause()
             if self.in_flight < max(1, int(self.limit)):
                 self.in_flight += 1
-                return self.cuts
+                break
             await self._waiters.wait()
+        try:
+            await self._paced()
+        except BaseException:  # cancelled while waiting its turn: the place is free again
+            self.release()
+            raise
+        now = time.monotonic()
+        ticket = Ticket(now, self.cuts)
+        self._sent.append(ticket)
+        while self._sent and self._sent[0].sent_at < now - 2 * RATE_WINDOW:
+            self._sent.popleft()
+        return ticket
+
+    async def _paced(self) -> None:
+        """Wait until the request may start: past any Retry-After, then its turn at the rate
+        (each request takes the next turn, one every 1/rate seconds)."""
+        await self._past_pause()
+        if self.rate is not None:
+            now = time.monotonic()
+            start = max(now, self._next_start)
+            self._next_start = start + 1 / self.rate
+            if start > now:
+                await asyncio.sleep(start - now)
+            await self._past_pause()  # a Retry-After that came while it waited its turn
+
+    async def _past_pause(self) -> None:
+        while (pause := self.paused_until - time.monotonic()) > 0:
+            await asyncio.sleep(pause)
 
     def release(self) -> None:
         self.in_flight -= 1
@@ -218,13 +305,44 @@ class Throttle:
         if self.limit < self.ceiling:
             self.limit = min(float(self.ceiling), self.limit + 1 / self.limit)
             self._waiters.wake()
+        if self.rate is not None:
+            known = self.accepted_rate
+            near = known is not None and RATE_SHARE * known <= self.rate < known
+            self.rate += (NEAR_GROWTH if near else RATE_GROWTH) / self.rate
 
-    def rate_limited(self, sent_at_cut: int, retry_after: float | None) -> None:
-        if sent_at_cut == self.cuts:
-            self.limit = max(1.0, self.limit / 2)
-            self.cuts += 1
+    def slowed(self, ticket: Ticket) -> None:
+        """The server answered others while this request waited past its timeout: fewer in
+        flight, so that what is sent is answered within it."""
+        self._cut(ticket)
+
+    def rate_limited(self, ticket: Ticket, retry_after: float | None) -> None:
+        """The server refused this request (a 429)."""
+        ticket.refused = True
+        self._cut(ticket)
+        # The requests of the window up to its send not refused (so far: each 429 of a burst
+        # lowers it); those sent with it in one burst count too, whatever order they reached
+        # the server in.
+        since, until = ticket.sent_at - RATE_WINDOW, ticket.sent_at + BURST
+        accepted = sum(1 for t in self._sent if since < t.sent_at <= until and not t.refused)
+        # At most halved by the refusals of one window: the server refuses for a whole window what
+        # it counted before the rate changed, and a count skewed by a busy machine (a burst that
+        # reached the server late) must not halve it again and again. The first burst, sent
+        # unpaced, is a window of its own: its refusals bring the rate down to what it accepted.
+        length = BURST if self._window_rate is None else RATE_WINDOW
+        if ticket.sent_at >= self._window_began + length:
+            self._window_began, self._window_rate = ticket.sent_at, self.rate
+        learned = max(MIN_RATE, accepted / RATE_WINDOW, (self._window_rate or 0.0) / 2)
+        self.accepted_rate = learned if self.accepted_rate is None else min(self.accepted_rate, learned)
+        paced = RATE_SHARE * learned
+        self.rate = paced if self.rate is None else min(self.rate, paced)
         if retry_after is not None:
             self.paused_until = max(self.paused_until, time.monotonic() + retry_after)
+            self._next_start = max(self._next_start, self.paused_until)  # the turns resume after it
+
+    def _cut(self, ticket: Ticket) -> None:
+        if ticket.cuts == self.cuts:
+            self.limit = max(1.0, self.limit / 2)
+            self.cuts += 1
 
 
 @dataclass(frozen=True)
@@ -254,6 +372,15 @@ class RetryPolicy:
     max_delay: float = 60.0
 
 
+def within_cap(failure: Failure) -> Failure:
+    """A refusal whose Retry-After is past `MAX_RETRY_AFTER` fails like a 5xx: retried on the
+    usual backoff, counted towards the breaker, and the run goes on."""
+    if failure.retry_after is None or failure.retry_after <= MAX_RETRY_AFTER:
+        return failure
+    message = f"{failure.message} (Retry-After {failure.retry_after:g} s is past the cap of {MAX_RETRY_AFTER:g} s)"
+    return Failure(message, retryable=True, retry_after=None, outage=True)
+
+
 def is_retryable_status(status: int | None) -> bool:
     return status is not None and (status == 429 or status == 408 or status >= 500)
 
@@ -276,29 +403,40 @@ async def call(
     classify: Callable[[BaseException], Failure],
     breaker: Breaker | None = None,
     throttle: Throttle | None = None,
+    resend_timeouts: bool = True,
 ) -> T:
     """`send()`'s result, attempted under `semaphore` with each attempt bounded by `timeout`,
     retried as `policy` and `classify` say. `breaker` and `throttle` are the model's own (one
     each per model, shared by all its calls); without them the call neither waits for a probe
-    nor slows down on 429s."""
+    nor slows down on 429s, and an attempt ends after `timeout` whatever else the server does.
+    `resend_timeouts=False`: an attempt not answered in time is not sent again but raised at
+    once (`ModelError.timed_out`), for a caller that can ask for less (a smaller batch)."""
     attempts = 0
     retried = 0  # retries used; a failed probe uses none: it tests the server, not this request
+    longest = longest_wait(timeout, throttle.ceiling) if throttle is not None and breaker is not None else timeout
     while True:
         probe = await breaker.admit() if breaker is not None else False
-        cuts = 0
+        ticket: Ticket | None = None
+        busy = timed_out = False
         try:
             async with semaphore:
                 if throttle is not None:
-                    cuts = await throttle.acquire()
+                    ticket = await throttle.acquire()
                 try:
                     if breaker is not None and breaker.is_open and not probe:
                         continue  # it opened while this call waited its turn: wait for a probe's answer
                     attempts += 1
-                    result = await asyncio.wait_for(send(), timeout)
+                    slowed = _slowed(throttle, ticket)
+                    heard = (lambda: breaker.heard_at) if breaker is not None else None
+                    result = await bounded(send(), timeout, longest, heard, slowed)
                 finally:
                     if throttle is not None:
                         throttle.release()
+        except BusyServer as error:
+            busy = True
+            failure = Failure(str(error), retryable=True, outage=False)
         except TimeoutError:
+            timed_out = True
             failure = Failure(f"timed out after {timeout:g} s", retryable=True)
         except EmptyAnswer as error:
             failure = Failure(f"empty answer ({error})", retryable=True)
@@ -307,29 +445,83 @@ async def call(
                 breaker.abandon_probe()
             raise
         except Exception as error:  # providers raise many types; classify decides
-            failure = classify(error)
+            failure = within_cap(classify(error))
         else:
             if breaker is not None:
                 breaker.success()
             if throttle is not None:
                 throttle.answered()
             return result
-        if breaker is not None:
+        if breaker is not None and not busy:  # a busy server answered others: nothing to count here
             if failure.counts_as_outage:
                 breaker.failure(failure.message, probe=probe)
             else:
                 breaker.success()  # the server answered, if only to refuse
-        if throttle is not None and failure.slow_down:
-            throttle.rate_limited(cuts, failure.retry_after)
+        if throttle is not None and ticket is not None and failure.slow_down and not busy:
+            throttle.rate_limited(ticket, failure.retry_after)
         if not (probe and failure.counts_as_outage):
             retried += 1
         if breaker is not None and breaker.down is not None and failure.retryable and retried <= policy.retries:
             raise ModelError(breaker.down, attempts=attempts)
-        if not failure.retryable or retried > policy.retries:
+        if not failure.retryable or retried > policy.retries or ((busy or timed_out) and not resend_timeouts):
             plural = "s" if attempts > 1 else ""
-            raise ModelError(f"{failure.message} (after {attempts} attempt{plural})", attempts=attempts)
+            message = f"{failure.message} (after {attempts} attempt{plural})"
+            raise ModelError(message, attempts=attempts, timed_out=timed_out, busy=busy)
         if breaker is None or not breaker.is_open:  # an open breaker paces the next attempt itself
             await asyncio.sleep(backoff(max(retried, 1), failure.retry_after, policy))
+
+
+def longest_wait(timeout: float, concurrency: int) -> float:
+    """The longest an attempt waits while the server answers the model's other requests: its
+    own timeout behind a queue of the model's other requests, each answered within one."""
+    return timeout * (concurrency + 1)
+
+
+def _slowed(throttle: Throttle | None, ticket: Ticket | None) -> Callable[[], None] | None:
+    if throttle is None or ticket is None:
+        return None
+    return lambda: throttle.slowed(ticket)
+
+
+async def bounded(
+    request: Awaitable[T],
+    timeout: float,
+    longest: float,
+    heard: Callable[[], float] | None = None,
+    slowed: Callable[[], None] | None = None,
+) -> T:
+    """`request`'s result. It ends in `TimeoutError` once `timeout` seconds pass in which the
+    server answered nothing (`heard()`: the time of its last answer to any request of the
+    model), and in `BusyServer` after `longest` seconds in all. `slowed()` is called once when
+    the request passes its timeout while the server answers others."""
+    task = asyncio.ensure_future(request)
+    began = time.monotonic()
+    said_slow = False
+    try:
+        while True:
+            now = time.monotonic()
+            quiet_from = max(began, heard()) if heard is not None else began
+            if now >= quiet_from + timeout:
+                raise TimeoutError(f"timed out after {timeout:g} s")
+            if now >= began + longest:
+                raise BusyServer(
+                    f"no answer after {longest:g} s while the server answered other requests "
+                    f"(busy, not down; timeout {timeout:g} s)"
+                )
+            if not said_slow and now >= began + timeout:
+                said_slow = True
+                if slowed is not None:
+                    slowed()
+            wake = min(quiet_from + timeout, began + longest)
+            if not said_slow:
+                wake = min(wake, began + timeout)
+            done, _ = await asyncio.wait({task}, timeout=max(wake - now, 0.0))
+            if done:
+                return task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
 
 def backoff(attempt: int, retry_after: float | None, policy: RetryPolicy) -> float:
@@ -343,14 +535,16 @@ def backoff(attempt: int, retry_after: float | None, policy: RetryPolicy) -> flo
 
 class Client:
     """One model's calls made robust: at most `concurrency` in flight, each attempt bounded by
-    `timeout`, retried as `retries` allows, paced by the model's throttle and stopped by its
-    breaker. One per model, shared by all its calls."""
+    `timeout` (up to `longest_wait` while the server answers others), retried as `retries`
+    allows, paced by the model's throttle and stopped by its breaker. One per model, shared by
+    all its calls."""
 
     def __init__(self, settings: CallSettings) -> None:
         self.timeout = settings.timeout
         self.policy = RetryPolicy(retries=settings.retries)
         self.breaker = Breaker(settings.breaker_after, patience=settings.patience)
         self.throttle = Throttle(settings.concurrency)
+        self.longest_wait = longest_wait(settings.timeout, settings.concurrency)
         self._concurrency = settings.concurrency
         self._semaphore: asyncio.Semaphore | None = None
 
@@ -361,7 +555,12 @@ class Client:
             self._semaphore = asyncio.Semaphore(self._concurrency)
         return self._semaphore
 
-    async def call(self, send: Callable[[], Awaitable[T]], classify: Callable[[BaseException], Failure]) -> T:
+    async def call(
+        self,
+        send: Callable[[], Awaitable[T]],
+        classify: Callable[[BaseException], Failure],
+        resend_timeouts: bool = True,
+    ) -> T:
         """`send()`'s result (see `call`)."""
         return await call(
             send,
@@ -371,4 +570,5 @@ class Client:
             classify=classify,
             breaker=self.breaker,
             throttle=self.throttle,
+            resend_timeouts=resend_timeouts,
         )

@@ -14,6 +14,10 @@ cache as soon as it is encoded: a run killed in the middle of an index build emb
 rest when it runs again. A progress bar shows the rate and the time left for every index build
 and every window of texts embedded ahead (whatever their size: a cold run must not sit silent),
 and for other work from `PROGRESS_FROM` texts on.
+
+A batch of several texts that the server does not answer in time is not sent again whole: it is
+split in two, and the model's later batches are no larger, so a server that embeds one batch
+at a time is given batches it can answer within the timeout.
 """
 
 from __future__ import annotations
@@ -132,6 +136,7 @@ class EmbeddingModel:
         self._ahead_used: set[str] = set()
         self._load_error: str | None = None
         self._requests_answered = 0
+        self.batch_size = spec.batch_size  # texts per request to a server; halved when one times out
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         """Unit-length float32 rows for `texts`, from the provider: all at once in this process
@@ -143,7 +148,7 @@ class EmbeddingModel:
             return np.zeros((0, 0), dtype=np.float32)
         if self.cost_device().local:
             return normalise_rows(_matrix(self._local(texts), len(texts)))
-        size = self.spec.batch_size
+        size = self.batch_size
         batches = [texts[i : i + size] for i in range(0, len(texts), size)]
         rows = aio.run(self._remote(batches))
         return normalise_rows(np.concatenate([_matrix(r, len(b)) for r, b in zip(rows, batches, strict=True)]))
@@ -166,7 +171,15 @@ class EmbeddingModel:
                 self._requests_answered += 1
                 return vectors
 
-            vectors = await self.client.call(send, self.provider.classify)
+            try:
+                vectors = await self.client.call(send, self.provider.classify, resend_timeouts=len(batch) == 1)
+            except ModelError as error:
+                if not error.timed_out or len(batch) == 1:
+                    raise
+                half = len(batch) // 2
+                self.batch_size = min(self.batch_size, half)
+                first, second = await asyncio.gather(one(batch[:half]), one(batch[half:]))
+                return [*first, *second]
             if len(vectors) != len(batch):
                 raise ModelError(f"embedding response holds {len(vectors)} vectors for {len(batch)} texts")
             return vectors

@@ -6,6 +6,8 @@ JSON over HTTP (`docs/examples/http_embedder.py`) share it: a status of 400 or m
 `StatusError` with the server's message and its `Retry-After`; a body that is not JSON is a
 `BadResponse` (a proxy's error page: retried like a 5xx); a refused or dropped connection is
 retried; `classify` turns each into the `Failure` that `ragmatrix.models.client.call` acts on.
+A body can be read only up to a limit: a server that answers 200 MB is cut off there, never
+read whole.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ class HttpSession:
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.received = 0  # bytes of answer bodies read, over the session's life
 
     async def session(self) -> aiohttp.ClientSession:
         # A session belongs to the loop it was made on; the run's loop is replaced only when it
@@ -90,21 +93,44 @@ class HttpSession:
                 # Proxies from the environment, as httpx (and so litellm) honours them: looked up
                 # once (`env_proxy`), not on a worker thread for every request as trust_env does.
                 trust_env=self._proxy is None,
+                timeout=aiohttp.ClientTimeout(total=None),  # aiohttp's default (5 min) would cut a queued request
             )
             self._loop = loop
             aio.at_close(self._session.close)
         return self._session
 
-    async def post(self, url: str, payload: bytes, headers: dict[str, str] | None = None) -> bytes:
-        """The body of the answer to a POST; a status of 400 or more raises `StatusError`."""
+    async def post(
+        self, url: str, payload: bytes, headers: dict[str, str] | None = None, limit: int | None = None
+    ) -> bytes:
+        """The body of the answer to a POST; a status of 400 or more raises `StatusError`.
+        `limit`: read at most `limit + 1` bytes and drop the connection there, so that a body
+        longer than `limit` (it comes back longer) is never read whole."""
         session = await self.session()
         proxy, proxy_auth = self._proxy or (None, None)
         async with session.post(url, data=payload, headers=headers, proxy=proxy, proxy_auth=proxy_auth) as response:
-            raw = await response.read()
+            raw = await self._read(response, limit)
             if response.status >= 400:
                 retry_after = parse_retry_after(response.headers.get("retry-after"))
                 raise StatusError(response.status, error_text(raw), retry_after)
         return raw
+
+    async def _read(self, response: aiohttp.ClientResponse, limit: int | None) -> bytes:
+        if limit is None:
+            raw = await response.read()
+            self.received += len(raw)
+            return raw
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = await response.content.read(min(limit + 1 - size, 64 * 1024))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        self.received += size
+        if size > limit:
+            response.close()  # the rest is never read: the connection goes, not back to the pool
+        return b"".join(chunks)
 
     async def post_json(self, url: str, payload: Any, headers: dict[str, str] | None = None) -> Any:
         """`payload` posted as JSON, the answer read as JSON (`BadResponse` when it is not)."""

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from ragmatrix.cost.device import Device, remote
 from ragmatrix.models import http
-from ragmatrix.models.chat import ChatProvider
+from ragmatrix.models.chat import MAX_ANSWER_CHARS, ChatProvider, CutAnswer
 from ragmatrix.models.client import EmptyAnswer, Failure
 from ragmatrix.models.http import BadResponse
 from ragmatrix.models.spec import expand_env
@@ -67,6 +67,12 @@ CHAT_FIELDS = frozenset(
 # it for them, and so does this client.
 REASONING_MODEL = re.compile(r"^(o\d|gpt-5)")
 
+# The most bytes of an answer's body that are read: room for MAX_ANSWER_CHARS characters of the
+# answer even written as JSON escapes (12 bytes for a character outside the BMP), and for the
+# rest of the reply. A longer body is cut off there, and its answer read from what came.
+MAX_BODY_BYTES = 12 * MAX_ANSWER_CHARS + 64 * 1024
+CONTENT = re.compile(rb'"content"\s*:\s*"')
+
 
 class Route(Protocol):
     """What the client reads of a model's spec (a litellm entry's, `LitellmSpec`, has it)."""
@@ -96,6 +102,7 @@ class OpenAIChat(ChatProvider):
     def __init__(self, spec: Route) -> None:
         self.spec = spec
         self.http = http.HttpSession(self.endpoint(), connections=spec.concurrency)
+        self.served: str | None = None  # the model id the server says answered
         http.import_meanwhile()  # on the loop's thread, queued before any request of this model
 
     # -- what is sent --------------------------------------------------------------------------
@@ -133,7 +140,11 @@ class OpenAIChat(ChatProvider):
         self, messages: list[dict[str, str]], timeout: float
     ) -> tuple[str, dict[str, Any], float | None]:
         """The answer text, token usage as the server reports it, and cost (see `cost`)."""
-        raw = await self.http.post(self.endpoint(), json.dumps(self.body(messages)).encode(), self.headers())
+        raw = await self.http.post(
+            self.endpoint(), json.dumps(self.body(messages)).encode(), self.headers(), limit=MAX_BODY_BYTES
+        )
+        if len(raw) > MAX_BODY_BYTES:
+            return self._cut_answer(messages, raw)
         try:
             reply = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError):
@@ -141,6 +152,8 @@ class OpenAIChat(ChatProvider):
         if not isinstance(reply, dict):
             raise BadResponse(f"not a chat completion: {raw[:200]!r}")
         text = _answer_text(reply)
+        if isinstance(reply.get("model"), str):
+            self.served = reply["model"]
         usage = reply.get("usage")
         usage = usage if isinstance(usage, dict) else {}
         tokens = {
@@ -152,6 +165,18 @@ class OpenAIChat(ChatProvider):
 
             tokens = counted_tokens(messages, text) or tokens  # the server reported none
         return text, tokens, self.cost(tokens)
+
+    def _cut_answer(self, messages: list[dict[str, str]], raw: bytes) -> tuple[str, dict[str, Any], float | None]:
+        """The answer of a body cut off at `MAX_BODY_BYTES`: the first choice's text as far as it
+        came. Its token counts (sent after the text, if at all) are counted here on what was
+        read; its cost is unknown."""
+        text = _partial_content(raw)
+        if text is None or not text.strip():
+            raise BadResponse(f"an answer of more than {MAX_BODY_BYTES} bytes with no text in them: {raw[:200]!r}")
+        from ragmatrix.models.token_count import counted_tokens
+
+        tokens = counted_tokens(messages, text) or {"prompt_tokens": 0, "completion_tokens": 0}
+        return CutAnswer(text), tokens, None
 
     def cost(self, tokens: dict[str, int]) -> float | None:
         """The price of one answer in USD: the entry's `price:`, else litellm's local cost map
@@ -165,7 +190,7 @@ class OpenAIChat(ChatProvider):
         return price.usd(int(tokens.get("prompt_tokens") or 0), int(tokens.get("completion_tokens") or 0))
 
     def device(self) -> Device:
-        return remote(self.endpoint())
+        return remote(self.endpoint(), {"model": self.served or self.body([])["model"]})
 
     # -- failures ------------------------------------------------------------------------------
 
@@ -187,6 +212,26 @@ def _answer_text(reply: dict[str, Any]) -> str:
     text = str(content)
     if not text.strip():
         raise EmptyAnswer("empty text")
+    return text
+
+
+def _partial_content(raw: bytes) -> str | None:
+    """The text of the first `"content": "..."` string in a chat completion cut short, decoded
+    as far as it goes; None when none begins."""
+    found = CONTENT.search(raw)
+    if found is None:
+        return None
+    body = raw[found.end() :].decode("utf-8", "ignore")
+    end = re.search(r'(?<!\\)(?:\\\\)*"', body)  # the closing quote: one not escaped
+    if end is not None:
+        body = body[: end.end() - 1]
+    body = re.sub(r"(?<!\\)((?:\\\\)*)\\(?:u[0-9a-fA-F]{0,3})?$", r"\1", body)  # an escape the cut split
+    try:
+        text = str(json.loads(f'"{body}"'))
+    except json.JSONDecodeError:
+        return None
+    if text and "\ud800" <= text[-1] <= "\udbff":  # half a surrogate pair
+        text = text[:-1]
     return text
 
 

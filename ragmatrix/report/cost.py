@@ -24,6 +24,7 @@ from ragmatrix.cost.figures import NOT_MEASURED, DeviceFigures, FamilyCosts, Mod
 from ragmatrix.cost.load import busy_note
 from ragmatrix.cost.price import Price, SearchPrice, dollars, spec_price
 from ragmatrix.cost.record import CostRecord, latest_price
+from ragmatrix.foundations.untrusted import safe_text
 from ragmatrix.report.stages import compose
 from ragmatrix.seam.blocks import Block, Heading, Image, Paragraph, Table
 from ragmatrix.seam.tables import FamilyTable, Tables
@@ -267,6 +268,12 @@ def _measured(figures: DeviceFigures | None) -> str:
     return last if first == last else f"{first} to {last}"
 
 
+def describe_server(details: Mapping[str, str]) -> str:
+    """What a server told of itself, in one phrase: `server 10.0.0.7:9997, model m, engine e`
+    (its control characters escaped: a server wrote it)."""
+    return safe_text(", ".join(f"{name} {value}" for name, value in details.items()))
+
+
 REPORT_COLUMNS: tuple[tuple[str, Callable[[ModelCost, DeviceFigures | None], str]], ...] = (
     ("device", lambda c, f: f.device if f else "-"),
     ("texts/s", lambda c, f: _number(f.embeddings_per_s) if f else "-"),
@@ -363,6 +370,14 @@ def report_blocks(
         ]
         header = ["model", *[name for name, _ in REPORT_COLUMNS[:6]], "measured"]
         blocks += [Paragraph("Models measured on several devices, each device apart:"), Table(header, device_rows)]
+    served = [
+        f"`{model}` on {figures.device}: {describe_server(figures.server)}"
+        for model, cost in sorted(costs.models.items())
+        for figures in cost.devices
+        if figures.server
+    ]
+    if served:
+        blocks.append(Paragraph("Servers, as they described themselves: " + "; ".join(served) + "."))
     if image is not None:
         blocks.append(Image(image, f"{table.family}: quality against cost, the Pareto front marked"))
     for section in sections:

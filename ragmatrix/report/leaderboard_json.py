@@ -19,7 +19,8 @@ from ragmatrix.seam.tables import Tables
 FILE_NAME = "leaderboard.json"
 # 2: memory_added_mb (what the model's work added) for peak_memory_mb (the process's peak),
 # gpu_peak_mb, process_peak_mb (older records), the load average, and how the tokens were priced;
-# a two-stage system's stages; a price per thousand searches.
+# a two-stage system's stages; a price per thousand searches; `server`, what a remote device's
+# server told of itself.
 VERSION = 2
 
 
@@ -71,6 +72,9 @@ class Cost(_Strict):
     busy: bool  # measured while the load average exceeded the CPUs: speeds and latencies read slow
     process_peak_mb: float | None  # older records only: the process's peak memory, not the model's
     note: str | None
+    # A model on a server: what the server told of itself ("server": host:port, "model": the id
+    # it serves, and from Xinference "engine", "worker", "gpus", "memory"); null for a local model.
+    server: dict[str, str] | None
 
 
 class StageEntry(_Strict):
@@ -152,6 +156,7 @@ def _cost(cost: ModelCost, figures: DeviceFigures | None) -> Cost:
         busy=f.busy if f else False,
         process_peak_mb=f.process_peak_mb if f else None,
         note=(f.note if f else None) or (cost.note if figures is cost.main else None),
+        server=(f.server or None) if f else None,
     )
 
 

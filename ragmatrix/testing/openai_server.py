@@ -7,8 +7,11 @@ Cohere's (`POST /v1/rerank`: `{"model", "query", "documents", "top_n"}` answered
 `{"results": [{"index", "relevance_score"}], "meta": {"billed_units": {"search_units": 1}}}`,
 scores from `rerank_scores` or, by default, `rerank_text`), and can be scripted
 to misbehave (HTTP errors, hangs, non-JSON bodies, empty choices, null content, connection
-resets, an outage of some seconds, a rate limit, an answer that repeats the request's key), so
-the error handling of the real client stack is exercised end to end.
+resets, an outage of some seconds, a rate limit, an answer that repeats the request's key, an
+answer of many megabytes), and can serve one request at a time, as a busy single server does, so
+the error handling of the real client stack is exercised end to end. With `launches` on it also
+speaks the part of Xinference's API that launches, lists, describes and terminates models, so
+that `xinference-client` finds and launches models on it.
 
     with OpenAIServer(answer="yes") as srv:
         srv.inject(Reply.error(429, retry_after=1))
@@ -17,6 +20,9 @@ the error handling of the real client stack is exercised end to end.
         # The first call gets the 429; a second call about France gets "Paris".
         srv.outage(3)         # every request gets a 500 for the next 3 seconds, then all is well
         srv.rate_limit(5)     # at most 5 requests a second; the others get a 429 with Retry-After
+        srv.rate_limit(5, retry_after=False)  # ... a 429 that does not say when to come back
+        srv.one_at_a_time = True  # requests queue and are answered one after another
+        srv.launches = True   # POST /v1/models launches a model, DELETE terminates it (Xinference)
         srv.gather(4)         # answers wait until 4 requests have arrived: they overlap on any machine
         ... litellm.completion(model="openai/m", api_base=srv.base_url, api_key="x", ...)
         assert srv.count() == 2  # chat requests seen, retries included
@@ -25,6 +31,7 @@ Run it standalone for subprocess tests and perf scripts:
 
     python -m ragmatrix.testing.openai_server --port 0 --latency 0.1 --answer yes
     python -m ragmatrix.testing.openai_server --outage 3 --rate-limit 5
+    python -m ragmatrix.testing.openai_server --latency 1 --one-at-a-time
 
 Standard library only, so it works before any optional dependency is installed.
 """
@@ -57,8 +64,14 @@ Answer = str | Callable[[list[dict[str, Any]]], str]
 Usage = Literal["words"] | dict[str, int] | None
 
 ReplyKind = Literal[
-    "text", "error", "hang", "garbage", "empty_choices", "null_content", "echo_key", "echo_key_answer", "reset"
+    "text", "error", "hang", "garbage", "empty_choices", "null_content", "echo_key", "echo_key_answer", "reset", "long"
 ]
+
+# The launch settings Xinference's description of a running model holds (the others, such as
+# n_threads, it does not report).
+REPORTED_SETTINGS = ("model_engine", "model_format", "model_size_in_billions", "quantization", "replica")
+# Xinference's endpoints: never given a scripted fault
+MODEL_API = ("launch", "describe", "terminate", "instances", "cluster")
 
 # Error `type`/`code` pairs in the shape OpenAI uses, so client-side mapping sees familiar values.
 _ERROR_KINDS: dict[int, tuple[str, str]] = {
@@ -88,6 +101,7 @@ class Reply:
     message: str = ""
     delay: float = 0.0
     body: str = ""
+    size: int = 0
 
     @classmethod
     def text(cls, content: str) -> Reply:
@@ -128,6 +142,12 @@ class Reply:
     def garbage(cls, body: str = "<html>not json</html>") -> Reply:
         """HTTP 200 whose body is not JSON (a proxy error page, say)."""
         return cls(kind="garbage", body=body)
+
+    @classmethod
+    def long_answer(cls, size: int) -> Reply:
+        """HTTP 200 with a chat answer of `size` bytes ("yes yes ..."), streamed in pieces, never
+        built whole; `OpenAIServer.bytes_sent` says how much of it left before the client hung up."""
+        return cls(kind="long", size=size)
 
     @classmethod
     def empty_choices(cls) -> Reply:
@@ -273,6 +293,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._dispatch("POST")
 
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
     def _dispatch(self, method: str) -> None:
         try:
             self.owner._handle(self, method)
@@ -315,6 +338,7 @@ class OpenAIServer:
         answer: Answer = "yes",
         *,
         latency: float = 0.0,
+        latency_per_input: float = 0.0,
         usage: Usage = "words",
         embedding_dim: int = 16,
         models: Iterable[str] = ("test-model", "test-embed"),
@@ -327,6 +351,7 @@ class OpenAIServer:
         # it moves itself, so that what it checks does not depend on how fast the machine is.
         self.clock = clock
         self.latency: float = latency
+        self.latency_per_input: float = latency_per_input  # more per text of an embeddings request
         self.rerank_scores: RerankScores = rerank_text
         self.usage: Usage = usage
         self.embedding_dim: int = embedding_dim
@@ -342,8 +367,22 @@ class OpenAIServer:
         self._connections: set[socket.socket] = set()
         self._outage: tuple[float, Reply, float | None] | None = None  # (seconds, reply, since when)
         self._per_second: int | None = None  # the rate limit
+        self._limit_says_when = True  # whether its 429s carry a Retry-After
         self._accepted: deque[float] = deque()  # arrival times of the requests the limit let in
         self._rate_limited = 0
+        # One at a time: requests are answered in the order they came, each after the one before.
+        self.one_at_a_time = False
+        self._turns = threading.Condition()
+        self._next_ticket = 0
+        self._turn = 0
+        self._bytes_sent = 0
+        # Xinference's model API: the models launched, by uid, as the server describes them.
+        self.launches = False
+        self.reported_settings = frozenset(REPORTED_SETTINGS)  # the launch settings a description holds
+        self.worker = "127.0.0.1:40001"  # the worker address a description names
+        self.refuse_launches: str | None = None  # a launch's error detail, or None: launches go
+        self._launched: dict[str, dict[str, Any]] = {}
+        self._uids: set[str] = set()  # every uid ever launched
         self._gather: int | None = None  # answers wait until this many requests have arrived
         self._patience = 60.0  # ... or this many seconds have passed
         self._arrived = 0  # chat and embeddings requests since `gather` was set
@@ -437,11 +476,13 @@ class OpenAIServer:
             reply = reply or Reply.error(500, message="scripted outage")
             self._outage = (seconds, reply, None if from_first_request else self.clock())
 
-    def rate_limit(self, per_second: int | None) -> None:
-        """Let at most `per_second` chat, embeddings and rerank requests in within any one second; the
-        others get a 429 whose Retry-After says when the next place frees. None: no limit."""
+    def rate_limit(self, per_second: int | None, retry_after: bool = True) -> None:
+        """Let at most `per_second` chat, embeddings and rerank requests in within any one second;
+        the others get a 429 whose Retry-After says when the next place frees (with
+        `retry_after`; without, a bare 429). None: no limit."""
         with self._lock:
             self._per_second = per_second
+            self._limit_says_when = retry_after
             self._accepted.clear()
 
     def gather(self, requests: int | None, patience: float = 60.0) -> None:
@@ -460,13 +501,14 @@ class OpenAIServer:
 
     def reset(self) -> None:
         """Forget recorded requests, queued faults, rules, the outage, the rate limit and the
-        concurrency high-water mark."""
+        concurrency high-water mark (one at a time stays as it is)."""
         with self._lock:
             self._records.clear()
             self._queue.clear()
             self._rules.clear()
             self._outage = None
             self._per_second = None
+            self._limit_says_when = True
             self._accepted.clear()
             self._rate_limited = 0
             self._gather = None
@@ -484,6 +526,29 @@ class OpenAIServer:
         """How many recorded requests have a path ending in `path_suffix`."""
         with self._lock:
             return sum(1 for r in self._records if r["path"].endswith(path_suffix))
+
+    @property
+    def launched(self) -> dict[str, dict[str, Any]]:
+        """The models launched on the server (`launches`) and not terminated, by uid."""
+        with self._lock:
+            return {uid: dict(info) for uid, info in self._launched.items()}
+
+    def launch(self, uid: str, model_name: str, model_type: str = "embedding", **settings: Any) -> None:
+        """A model running on the server before the client comes, launched by someone else."""
+        with self._lock:
+            self._launched[uid] = self._described(uid, model_name, model_type, settings)
+            self._uids.add(uid)
+
+    def _described(self, uid: str, name: str, model_type: str, settings: dict[str, Any]) -> dict[str, Any]:
+        reported = {k: v for k, v in settings.items() if k in self.reported_settings and v is not None}
+        about = {"address": self.worker, "accelerators": [], "model_engine": "test-engine"}
+        return {"id": uid, "model_name": name, "model_type": model_type, **about, **reported}
+
+    @property
+    def bytes_sent(self) -> int:
+        """Bytes of long answers (`Reply.long_answer`) that reached the connection."""
+        with self._lock:
+            return self._bytes_sent
 
     @property
     def max_concurrency(self) -> int:
@@ -529,6 +594,12 @@ class OpenAIServer:
             ("POST", "/rerank"): "rerank",
             ("GET", "/models"): "models",
         }.get((method, route))
+        if self.launches and route == "/models":
+            endpoint = {"POST": "launch", "GET": "models"}.get(method)
+        elif self.launches and route in ("/models/instances", "/cluster/info"):
+            endpoint = "instances" if route == "/models/instances" and method == "GET" else "cluster"
+        elif self.launches and route.startswith("/models/"):
+            endpoint = {"GET": "describe", "DELETE": "terminate"}.get(method)
 
         with self._lock:
             self._records.append(
@@ -544,14 +615,17 @@ class OpenAIServer:
             # Take the fault at arrival, so FIFO order follows request order, not finish order.
             fault = self._arrival_fault(endpoint)
             if fault is None:
-                fault = self._queue.popleft() if endpoint and self._queue else None
+                scripted = endpoint is not None and endpoint not in MODEL_API
+                fault = self._queue.popleft() if scripted and self._queue else None
             if isinstance(body, dict) and isinstance(body.get("model"), str):
-                if body["model"] not in self._models:
+                # a launched model is listed as launched, and not at all once terminated
+                if body["model"] not in self._models and body["model"] not in self._uids:
                     self._models.append(body["model"])
             if endpoint in ("chat", "embeddings"):
                 self._arrived += 1
                 self._arrival.notify_all()
                 self._wait_for_the_gathering()
+            ticket = self._take_ticket() if self.one_at_a_time and endpoint in ("chat", "embeddings") else None
         counted = [True]
 
         def answered() -> None:
@@ -564,10 +638,14 @@ class OpenAIServer:
 
         h.answered = answered  # type: ignore[attr-defined]
         try:
+            if ticket is not None:
+                self._await_turn(ticket)
             if self.latency > 0:
                 self._sleep(self.latency)
             self._respond(h, endpoint, body, fault)
         finally:
+            if ticket is not None:
+                self._end_turn()
             answered()
 
     def _wait_for_the_gathering(self) -> None:
@@ -578,6 +656,26 @@ class OpenAIServer:
             if left <= 0:
                 return
             self._arrival.wait(min(left, 0.1))
+
+    def _take_ticket(self) -> int:
+        with self._turns:
+            ticket, self._next_ticket = self._next_ticket, self._next_ticket + 1
+            return ticket
+
+    def _await_turn(self, ticket: int) -> None:
+        # The requests before it are served first, whether or not their clients still wait:
+        # a busy server computes what it was asked, as a real one does.
+        with self._turns:
+            while self._turn != ticket:
+                if self._stopping.is_set():
+                    self._turn = max(self._turn, ticket)  # the turns after it must not wait for it
+                    raise _Stopped
+                self._turns.wait(0.05)
+
+    def _end_turn(self) -> None:
+        with self._turns:
+            self._turn += 1
+            self._turns.notify_all()
 
     def _arrival_fault(self, endpoint: str | None) -> Reply | None:
         """The outage's reply, or the rate limit's 429, for a request arriving now (lock held)."""
@@ -599,13 +697,17 @@ class OpenAIServer:
                 self._rate_limited += 1
                 # Rounded up: a client that waits exactly this long must find the place free.
                 wait = max(0.01, math.ceil((self._accepted[0] + 1.0 - now) * 100) / 100)
-                return Reply.error(429, retry_after=wait, message="rate limit: too many requests per second")
+                said = wait if self._limit_says_when else None
+                return Reply.error(429, retry_after=said, message="rate limit: too many requests per second")
             self._accepted.append(now)
         return None
 
     def _respond(self, h: _Handler, endpoint: str | None, body: Any, fault: Reply | None) -> None:
         if endpoint is None:
             self._send_error(h, 404, f"no route for {h.command} {h.path}")
+            return
+        if endpoint in MODEL_API:
+            self._model_api(h, endpoint, body)
             return
         messages = _chat_messages(body) if endpoint == "chat" else _embedding_texts(body)
         reply = fault if fault is not None else self._match_rule(messages)
@@ -634,8 +736,12 @@ class OpenAIServer:
         if reply is not None and reply.kind == "garbage":
             h.send_payload(200, reply.body.encode("utf-8"), content_type="text/html")
             return
+        if reply is not None and reply.kind == "long" and endpoint == "chat":
+            self._send_long(h, body, reply.size)
+            return
         if endpoint == "models":
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "ragmatrix"} for m in self.models]
+            data += [{**info, "object": "model"} for info in self.launched.values()]
             self._send_json(h, {"object": "list", "data": data})
             return
         if not isinstance(body, dict):
@@ -700,6 +806,70 @@ class OpenAIServer:
             }
         self._send_json(h, payload)
 
+    def _model_api(self, h: _Handler, endpoint: str, body: Any) -> None:
+        """Xinference's launch (POST /v1/models), describe (GET /v1/models/<uid>) and terminate
+        (DELETE /v1/models/<uid>), with its `detail` error bodies."""
+        path, _, query = h.path.partition("?")
+        uid = path.rstrip("/").rsplit("/", 1)[-1]
+        if endpoint == "instances":
+            uid = query.partition("model_uid=")[2].partition("&")[0]
+            replicas = [{"replica_id": 0, "worker_address": self.worker, "status": "READY"}]
+            self._send_list(h, [{"model_uid": uid, "replica_statuses": replicas}] if uid in self.launched else [])
+            return
+        if endpoint == "cluster":
+            node = {"node_type": "Worker", "ip_address": self.worker, "cpu_count": 2, "gpu_count": 0}
+            self._send_list(h, [{**node, "mem_total": 8 * 2**30, "gpu_vram_total": 0}])
+            return
+        if endpoint == "launch":
+            settings = dict(body) if isinstance(body, dict) else {}
+            uid = str(settings.pop("model_uid", None) or uuid.uuid4().hex[:8])
+            name, model_type = settings.pop("model_name", None), settings.pop("model_type", "LLM")
+            # Replies are sent outside the lock: sending one takes it (the request stops counting
+            # as in flight).
+            with self._lock:
+                refused = self.refuse_launches
+                if refused is None and uid in self._launched:
+                    refused = f"Model {uid} is already in the model list"
+                if refused is None:
+                    self._launched[uid] = self._described(uid, str(name), str(model_type), settings)
+                    self._uids.add(uid)
+            if refused is not None:
+                h.send_payload(400, json.dumps({"detail": refused}).encode())
+                return
+            self._send_json(h, {"model_uid": uid})
+            return
+        with self._lock:
+            info = self._launched.pop(uid, None) if endpoint == "terminate" else self._launched.get(uid)
+        if info is None:
+            h.send_payload(400, json.dumps({"detail": f"Model not found, uid: {uid}"}).encode())
+            return
+        self._send_json(h, info if endpoint == "describe" else {})
+
+    @staticmethod
+    def _send_list(h: _Handler, items: list[dict[str, Any]]) -> None:
+        h.send_payload(200, json.dumps(items).encode("utf-8"))
+
+    def _send_long(self, h: _Handler, body: Any, size: int) -> None:
+        model = body.get("model") if isinstance(body, dict) else None
+        head = json.dumps({"id": "chatcmpl-long", "object": "chat.completion", "created": 0, "model": model or "m"})
+        start = (head[:-1] + ', "choices": [{"index": 0, "message": {"role": "assistant", "content": "').encode()
+        end = b'"}, "finish_reason": "length"}]}'
+        piece = b"yes " * (16 * 1024)
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(start) + size + len(end)))
+        h.end_headers()
+        h.wfile.write(start)
+        left = size
+        while left > 0:  # an OSError here (the client hung up) ends the connection
+            chunk = piece[:left]
+            h.wfile.write(chunk)
+            left -= len(chunk)
+            with self._lock:
+                self._bytes_sent += len(chunk)
+        h.wfile.write(end)
+        h.wfile.flush()
+
     def _send_embeddings(self, h: _Handler, body: dict[str, Any], *, empty: bool) -> None:
         raw = body.get("input")
         if isinstance(raw, str):
@@ -717,6 +887,8 @@ class OpenAIServer:
             if empty
             else [{"object": "embedding", "index": i, "embedding": embed_text(t, dim)} for i, t in enumerate(texts)]
         )
+        if self.latency_per_input > 0:
+            self._sleep(self.latency_per_input * len(texts))
         tokens = sum(_word_count(t) for t in texts)
         self._send_json(
             h,
@@ -781,6 +953,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", action="append", dest="models", help="served model name (repeatable)")
     parser.add_argument("--outage", type=float, default=0.0, help="answer 500 for this many seconds after start")
     parser.add_argument("--rate-limit", type=int, default=None, help="requests accepted per second (429 beyond)")
+    parser.add_argument("--no-retry-after", action="store_true", help="the rate limit's 429s say not when to retry")
+    parser.add_argument("--one-at-a-time", action="store_true", help="answer one request at a time, the others queue")
     args = parser.parse_args(argv)
 
     server = OpenAIServer(
@@ -797,11 +971,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, _terminate)
+    server.one_at_a_time = args.one_at_a_time
     server.start()
     if args.outage > 0:
         server.outage(args.outage)
     if args.rate_limit is not None:
-        server.rate_limit(args.rate_limit)
+        server.rate_limit(args.rate_limit, retry_after=not args.no_retry_after)
     try:
         # The parent process reads this one line to learn the (ephemeral) port.
         print(server.base_url, flush=True)

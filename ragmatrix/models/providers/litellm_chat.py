@@ -131,6 +131,7 @@ class LitellmChat(ChatProvider):
     def __init__(self, spec: LitellmSpec) -> None:
         self.spec = spec
         self.litellm = import_litellm()
+        self.served: str | None = None  # the model id the server says answered
         # litellm keeps async HTTP clients of its own: closed on the run's loop, where they live.
         close = getattr(self.litellm, "close_litellm_async_clients", None)
         if close is not None:
@@ -159,6 +160,7 @@ class LitellmChat(ChatProvider):
             **self.connection(),
             **self.spec.params,
         )
+        self.served = getattr(response, "model", None) or self.served
         choices = getattr(response, "choices", None) or []
         # An empty choice list, a null message or an empty text is a server fault that may
         # pass: retried, never cached, never scored.
@@ -205,7 +207,8 @@ class LitellmChat(ChatProvider):
     def device(self) -> Device:
         """The server named by `api_base`, else the API litellm routes to (`remote: anthropic`)."""
         base = self.spec.resolved_api_base()
-        return remote(base or expand_env(str(self.spec.litellm)).partition("/")[0])
+        model = self.served or expand_env(str(self.spec.litellm)).partition("/")[2]
+        return remote(base or expand_env(str(self.spec.litellm)).partition("/")[0], {"model": model})
 
     def classify(self, error: BaseException) -> Failure:
         status = getattr(error, "status_code", None)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ragmatrix.cost.device import Device
-from ragmatrix.models.client import Failure
+from ragmatrix.models.client import Failure, longest_wait
 from ragmatrix.models.embedder import EmbeddingModel, EmbeddingProvider
 from ragmatrix.models.providers import provider
 from ragmatrix.models.providers.litellm_chat import LitellmChat, LitellmSpec
@@ -56,11 +56,12 @@ class LitellmEmbedding(EmbeddingProvider):
         response = await self.connection.litellm.aembedding(
             model=expand_env(str(self.spec.litellm)),
             input=texts,
-            timeout=self.spec.timeout,
+            timeout=longest_wait(self.spec.timeout, self.spec.concurrency),  # the client layer bounds it
             max_retries=0,
             num_retries=0,
             **self.connection.connection(),
         )
+        self.connection.served = getattr(response, "model", None) or self.connection.served
         data = sorted(response.data or [], key=lambda item: _field(item, "index"))
         return [list(_field(item, "embedding")) for item in data]
 
