@@ -109,6 +109,17 @@ def test_a_failed_encode_counts_only_the_blocks_it_encoded():
 CORPUS_LINES = BLOCK + 44  # two blocks of line chunks: the first is stored, the second never answers
 
 
+def output_or_where_it_hangs(process: subprocess.Popen[str]) -> str:
+    """The run's output once it ends; a run that does not end within minutes is a hang, and the
+    test fails with every thread's stack (faulthandler, on SIGABRT) instead of a bare timeout."""
+    try:
+        return process.communicate(timeout=180)[0]
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        output = process.communicate(timeout=60)[0]
+        pytest.fail(f"the run did not end after SIGINT; where it hung:\n{output[-6000:]}")
+
+
 def embedding_rows(cache: Path) -> int:
     path = cache / "embeddings.sqlite"
     if not path.exists():
@@ -141,7 +152,7 @@ def test_a_run_stopped_with_ctrl_c_says_how_many_texts_it_embedded(pytester, ser
     shutil.copy(REPO / "benchmark" / "test_code_retrieval.py", pytester.path / "benchmark" / "test_code_retrieval.py")
     server.on("POISON", Reply.hang(600))
     cache = pytester.path / "cache"
-    environment = {**os.environ, "RAGMATRIX_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
+    environment = {**os.environ, "PYTHONFAULTHANDLER": "1", "RAGMATRIX_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
     process = subprocess.Popen(
         [sys.executable, "-m", "pytest", "benchmark", "-p", "no:cacheprovider"],
         cwd=pytester.path,
@@ -157,7 +168,7 @@ def test_a_run_stopped_with_ctrl_c_says_how_many_texts_it_embedded(pytester, ser
             time.sleep(0.05)
         assert embedding_rows(cache) == BLOCK + 1
         process.send_signal(signal.SIGINT)
-        output, _ = process.communicate(timeout=300)
+        output = output_or_where_it_hangs(process)
     finally:
         if process.poll() is None:
             process.kill()
