@@ -155,7 +155,9 @@ def _pick(entry: Mapping[str, Any], known: dict[str, Provider]) -> Provider:
         chosen = claims[0]
     for name in entry:
         if name not in chosen.spec.model_fields:
-            owners = list(dict.fromkeys(p.spec.describe for p in known.values() if name in p.spec.model_fields))
+            # by provider name: the message must not depend on which modules were imported first
+            holders = sorted((p for p in known.values() if name in p.spec.model_fields), key=lambda p: p.name)
+            owners = list(dict.fromkeys(p.spec.describe for p in holders))
             if owners:
                 raise ValueError(chosen.spec.foreign_field(name, owners))
     return chosen
