@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 from project import REPO, assert_outcomes, models_yaml, write
 
-from ragmatrix.models.client import ModelError
+from ragmatrix.models.client import Failure, ModelError
 from ragmatrix.models.models_file import ModelsFileError, load_models, select_models, unavailable_reason
+from ragmatrix.models.providers.xinference import WORKER_LOST_WAIT, passing
 from ragmatrix.models.registry import Registry
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.testing.openai_server import Reply
@@ -349,6 +350,14 @@ def test_a_model_the_cluster_lost_a_worker_of_is_asked_again_once_it_is_rerouted
             model.embed_documents(["c"])
     finally:
         registry.close()
+
+
+def test_a_worker_the_supervisor_cannot_reach_is_waited_for_as_long_as_it_takes_to_reroute():
+    unreachable = "HTTP 500: [address=127.0.0.1:64131, pid=10733] [Errno 111] Connect call failed ('127.0.0.1', 34477)"
+    failure = passing(Failure(unreachable, retryable=True))
+    assert failure.retryable and failure.counts_as_outage
+    assert failure.retry_after == WORKER_LOST_WAIT  # before: the default back-off, 3.5 s for all four attempts
+    assert passing(Failure("HTTP 500: out of memory", retryable=True)).retry_after is None
 
 
 @pytest.mark.usefixtures("fresh_event_loop")

@@ -83,6 +83,10 @@ TERMINATE_WAIT = 60.0  # seconds to terminate a launched model (a launch under w
 # to a replica that still runs (about 20 s for Xinference 4.1): "Model not found in the model list,
 # uid: m (cached, retry after 10.0s)".
 MODEL_NOT_FOUND = re.compile(r"Model not found in the model list(?:.*?retry after (\d+(?:\.\d+)?) ?s)?")
+# Before that, for a few seconds, the supervisor still forwards to the lost worker and answers a
+# 500 naming the connection it could not make: "[address=...] [Errno 111] Connect call failed".
+WORKER_UNREACHABLE = re.compile(r"Connect call failed|\[Errno 111\]|Connection refused")
+WORKER_LOST_WAIT = 10.0  # seconds between attempts then: the retries span the supervisor's reroute
 
 
 @provider("xinference", needs={"xinference_client": "xinference-client", "litellm": "litellm"})
@@ -392,7 +396,11 @@ class XinferenceChat(ChatProvider):
 def passing(failure: Failure) -> Failure:
     """A 404 for the running model, as a supervisor answers while it reroutes the requests of a
     worker it lost, is a server fault that passes: retried (after the wait it names), and
-    counted towards the breaker, which gives the model up if it never comes back."""
+    counted towards the breaker, which gives the model up if it never comes back. The 500 it
+    answers before that, when it cannot reach the worker, is retried after `WORKER_LOST_WAIT`."""
+    if WORKER_UNREACHABLE.search(failure.message) and failure.retryable:
+        wait = max(failure.retry_after or 0.0, WORKER_LOST_WAIT)
+        return Failure(failure.message, retryable=True, retry_after=wait, outage=True)
     found = MODEL_NOT_FOUND.search(failure.message)
     if failure.retryable or found is None:
         return failure
