@@ -42,6 +42,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from ragmatrix.foundations.secrets import redact
 from ragmatrix.foundations.untrusted import safe_text
 
 T = TypeVar("T")
@@ -70,6 +71,33 @@ class ModelError(Exception):
         self.attempts = attempts
         self.timed_out = timed_out or busy
         self.busy = busy
+
+
+class LoadOnce:
+    """A provider's `load`, run once for the model's wrapper: a load that failed fails every
+    later call the same way, as one redacted line, instead of loading again for every item."""
+
+    def __init__(self, model_id: str, load: Callable[[], None]) -> None:
+        self.model_id = model_id
+        self.load = load
+        self.done = False
+        self.error: str | None = None
+
+    def __call__(self) -> None:
+        if self.error is not None:
+            raise ModelError(self.error)
+        if self.done:
+            return
+        try:
+            self.load()
+        except ModelError as error:
+            self.error = str(error)
+            raise
+        except Exception as error:
+            message = redact(f"cannot load model '{self.model_id}': {type(error).__name__}: {error}")
+            self.error = message.splitlines()[0]
+            raise ModelError(self.error) from error
+        self.done = True
 
 
 class BusyServer(TimeoutError):

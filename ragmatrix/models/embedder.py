@@ -32,7 +32,7 @@ from ragmatrix import cost
 from ragmatrix.cost.device import Device, this_cpu
 from ragmatrix.foundations.secrets import redact
 from ragmatrix.models import aio
-from ragmatrix.models.client import Client, Failure, ModelError
+from ragmatrix.models.client import Client, Failure, LoadOnce, ModelError
 from ragmatrix.models.progress import progress
 from ragmatrix.models.spec import EmbedderSpec
 from ragmatrix.models.usage import Usage, current_usage
@@ -134,7 +134,7 @@ class EmbeddingModel:
         # read from the cache). Kept for the window, so that it works without a cache too.
         self._ahead: dict[str, tuple[np.ndarray, bool]] = {}
         self._ahead_used: set[str] = set()
-        self._load_error: str | None = None
+        self._loaded = LoadOnce(self.id, provider.load)
         self._requests_answered = 0
         self.batch_size = spec.batch_size  # texts per request to a server; halved when one times out
 
@@ -185,20 +185,6 @@ class EmbeddingModel:
             return vectors
 
         return list(await asyncio.gather(*(one(batch) for batch in batches)))
-
-    def _loaded(self) -> None:
-        """The provider's `load`, once; a load that failed fails every later call the same way."""
-        if self._load_error is not None:
-            raise ModelError(self._load_error)
-        try:
-            self.provider.load()
-        except ModelError as error:
-            self._load_error = str(error)
-            raise
-        except Exception as error:
-            self._load_error = redact(f"cannot load model '{self.id}': {type(error).__name__}: {error}")
-            self._load_error = self._load_error.splitlines()[0]
-            raise ModelError(self._load_error) from error
 
     def embed_documents(self, texts: list[str], unit: str = "text", progress_from: int = PROGRESS_FROM) -> np.ndarray:
         return self._embed([self.spec.document_prefix + t for t in texts], unit, progress_from)

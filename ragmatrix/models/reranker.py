@@ -32,7 +32,7 @@ from ragmatrix.cost.device import Device, this_cpu
 from ragmatrix.cost.price import Price, SearchPrice, price_of
 from ragmatrix.foundations.secrets import redact
 from ragmatrix.models import aio
-from ragmatrix.models.client import Client, Failure, ModelError
+from ragmatrix.models.client import Client, Failure, LoadOnce, ModelError
 from ragmatrix.models.usage import current_usage
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ class RerankModel:
         self.first_stage = first_stage
         self.top_n = spec.top_n
         self._fingerprint: str | None = None
-        self._load_error: str | None = None
+        self._loaded = LoadOnce(self.id, provider.load)
         self._warmed_up = False
         self._requests_answered = 0
 
@@ -280,20 +280,6 @@ class RerankModel:
         if usage is not None:
             usage.documents_reranked += len(documents)
         return scores
-
-    def _loaded(self) -> None:
-        """The provider's `load`, once; a load that failed fails every later call the same way."""
-        if self._load_error is not None:
-            raise ModelError(self._load_error)
-        try:
-            self.provider.load()
-        except ModelError as error:
-            self._load_error = str(error)
-            raise
-        except Exception as error:
-            message = f"cannot load model '{self.id}': {type(error).__name__}: {error}".splitlines()[0]
-            self._load_error = redact(message)
-            raise ModelError(self._load_error) from error
 
     # -- what the cost meter reads (`ragmatrix.cost.meter.Measured`) ---------------------------
 

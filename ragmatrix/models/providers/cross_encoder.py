@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from ragmatrix.cost import device as devices
 from ragmatrix.cost.device import Device
 from ragmatrix.models import st_backends
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.fingerprint import directory_fingerprint
 from ragmatrix.models.providers import provider
-from ragmatrix.models.providers.sentence_transformers import SentenceTransformersSpec, pick_device
+from ragmatrix.models.providers.sentence_transformers import SentenceTransformersSpec, loaded_device, pick_device
 from ragmatrix.models.reranker import RerankProvider
 from ragmatrix.models.spec import RerankerSpec
 
@@ -86,12 +85,7 @@ class CrossEncoderReranker(RerankProvider):
         return [float(s) for s in scores]
 
     def device(self) -> Device:
-        if self._model is None or self.spec.backend != "torch":  # no torch for a name
-            return Device(self.spec.expected_device(), local=True)
-        device = str(self._model.device)
-        if device.startswith("cuda"):
-            return Device(devices.cuda_name(device), local=True, cuda=device)
-        return Device(devices.describe(device), local=True)
+        return loaded_device(self.spec, self._model)
 
     def model_size(self) -> tuple[float | None, int | None]:
         if self._export is not None:  # the exported weights: the runtime's model, not torch's

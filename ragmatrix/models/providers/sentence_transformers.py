@@ -107,6 +107,17 @@ class SentenceTransformersSpec(EmbedderSpec):
         return st_backends.runtime(self.backend, self.quantization)
 
 
+def loaded_device(spec: SentenceTransformersSpec, model: Any) -> Device:
+    """Where a sentence-transformers model (an embedder or a cross-encoder) works: torch's
+    device once it is loaded, else the device its entry expects (other backends run on it)."""
+    if model is None or spec.backend != "torch":  # no torch for a name
+        return Device(spec.expected_device(), local=True)
+    device = str(model.device)
+    if device.startswith("cuda"):
+        return Device(devices.cuda_name(device), local=True, cuda=device)
+    return Device(devices.describe(device), local=True)
+
+
 def pick_device(requested: str) -> str:
     """The torch device for `device:`: auto takes CUDA, then mps, then the CPU; cuda asked for
     on a machine where torch sees no GPU is an error, not a silent CPU run."""
@@ -172,12 +183,7 @@ class SentenceTransformersEmbedding(EmbeddingProvider):
         )
 
     def device(self) -> Device:
-        if self._model is None or self.spec.backend != "torch":  # no torch for a name
-            return Device(self.spec.expected_device(), local=True)
-        device = str(self._model.device)
-        if device.startswith("cuda"):
-            return Device(devices.cuda_name(device), local=True, cuda=device)
-        return Device(devices.describe(device), local=True)
+        return loaded_device(self.spec, self._model)
 
     def context_limit(self) -> int | None:
         """Word pieces the model reads before it truncates, without loading it if possible."""
