@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ragmatrix import cost
 from ragmatrix.cost.device import Device, this_cpu
@@ -38,7 +38,7 @@ from ragmatrix.models.usage import current_usage
 if TYPE_CHECKING:
     from ragmatrix.models.protocols import Retriever
     from ragmatrix.models.rerank_cache import RerankCache
-    from ragmatrix.models.spec import RerankerSpec
+    from ragmatrix.models.spec import ModelBuilder, RerankerSpec
 
 
 @dataclass(frozen=True)
@@ -149,6 +149,14 @@ class RerankModel:
         self._loaded = LoadOnce(self.id, provider.load)
         self._warmed_up = False
         self._requests_answered = 0
+
+    @classmethod
+    def built(cls, spec: RerankerSpec, models: ModelBuilder, provider: RerankProvider) -> RerankModel:
+        """A reranker entry's model: `provider` in the wrapper, with the run's rerank cache and
+        the entry's first stage built (what a spec's `build` returns)."""
+        stage = spec.first_stage_spec
+        first = models.build(stage) if stage is not None else None
+        return cls(spec, provider, models.rerank_cache(), cast("Retriever | None", first))
 
     @property
     def fingerprint(self) -> str:

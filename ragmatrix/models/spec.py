@@ -21,7 +21,7 @@ import urllib.parse
 import urllib.request
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
@@ -30,7 +30,7 @@ from ragmatrix.cost.price import AnyPrice, Price, SearchPrice
 if TYPE_CHECKING:
     from ragmatrix.foundations.cache import SqliteCache
     from ragmatrix.models.embedding_cache import EmbeddingCache
-    from ragmatrix.models.protocols import Model, Retriever
+    from ragmatrix.models.protocols import Model
     from ragmatrix.models.rerank_cache import RerankCache
 
 ID_PATTERN = r"^[A-Za-z0-9_.\-]+$"
@@ -366,13 +366,6 @@ class RerankerSpec(ModelSpec):
             stage = self._first_stage.output_fingerprint() if self._first_stage is not None else self.first_stage
             found = {**found, "first_stage": stage, "top_n": self.top_n}
         return found
-
-    def reranker(self, models: ModelBuilder, provider: Any) -> Model:
-        """The built reranker: `provider` in the one wrapper, with its first stage built."""
-        from ragmatrix.models.reranker import RerankModel
-
-        first = models.build(self._first_stage) if self._first_stage is not None else None
-        return RerankModel(self, provider, models.rerank_cache(), cast("Retriever | None", first))
 
 
 def probe_server(api_base: str, timeout: float = 2.0, name: str | None = None) -> str | None:

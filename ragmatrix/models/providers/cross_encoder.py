@@ -18,7 +18,7 @@ from ragmatrix.models.client import ModelError
 from ragmatrix.models.fingerprint import directory_fingerprint
 from ragmatrix.models.providers import provider
 from ragmatrix.models.providers.sentence_transformers import SentenceTransformersSpec, loaded_device, pick_device
-from ragmatrix.models.reranker import RerankProvider
+from ragmatrix.models.reranker import RerankModel, RerankProvider
 from ragmatrix.models.spec import RerankerSpec
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ class CrossEncoderSpec(RerankerSpec, SentenceTransformersSpec):
         return {**SentenceTransformersSpec.fingerprint(self), "provider": "cross_encoder"}
 
     def build(self, models: ModelBuilder) -> Model:
-        return self.reranker(models, CrossEncoderReranker(self))
+        return RerankModel.built(self, models, CrossEncoderReranker(self))
 
 
 class CrossEncoderReranker(RerankProvider):

@@ -17,7 +17,7 @@ from ragmatrix.cost.device import Device
 from ragmatrix.models.client import EmptyAnswer, Failure
 from ragmatrix.models.providers import provider
 from ragmatrix.models.providers.litellm_chat import LitellmChat, LitellmSpec
-from ragmatrix.models.reranker import Relevances, RerankProvider
+from ragmatrix.models.reranker import Relevances, RerankModel, RerankProvider
 from ragmatrix.models.spec import RerankerSpec, expand_env
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class LitellmRerankerSpec(RerankerSpec, LitellmSpec):
         return {**LitellmSpec.fingerprint(self), "provider": "litellm_reranker"}
 
     def build(self, models: ModelBuilder) -> Model:
-        return self.reranker(models, LitellmReranker(self))
+        return RerankModel.built(self, models, LitellmReranker(self))
 
 
 class LitellmReranker(RerankProvider):

@@ -23,7 +23,7 @@ from pydantic import Field, PrivateAttr
 from ragmatrix.cost.device import Device, this_cpu
 from ragmatrix.models import aio
 from ragmatrix.models.providers import provider
-from ragmatrix.models.reranker import Relevances, RerankProvider
+from ragmatrix.models.reranker import Relevances, RerankModel, RerankProvider
 from ragmatrix.models.scored_answer import parse_verdict
 from ragmatrix.models.spec import ID_PATTERN, ModelSpec, RerankerSpec
 from ragmatrix.models.usage import current_usage
@@ -98,7 +98,7 @@ class RerankWithSpec(RerankerSpec):
             chosen = CosineReranker(cast("EmbeddingModel", scorer))
         else:
             chosen = LexicalReranker(cast("Retriever", scorer))
-        return self.reranker(models, chosen)
+        return RerankModel.built(self, models, chosen)
 
 
 class CosineReranker(RerankProvider):

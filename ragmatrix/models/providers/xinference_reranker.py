@@ -13,7 +13,7 @@ from ragmatrix.cost.device import Device, remote
 from ragmatrix.models.client import Failure
 from ragmatrix.models.providers import provider
 from ragmatrix.models.providers.xinference import XinferenceServer, XinferenceSpec
-from ragmatrix.models.reranker import Relevances, RerankProvider
+from ragmatrix.models.reranker import Relevances, RerankModel, RerankProvider
 from ragmatrix.models.spec import ModelSpec, RerankerSpec
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class XinferenceRerankerSpec(RerankerSpec, XinferenceSpec):
         )
 
     def build(self, models: ModelBuilder) -> Model:
-        return self.reranker(models, XinferenceReranker(XinferenceServer(self)))
+        return RerankModel.built(self, models, XinferenceReranker(XinferenceServer(self)))
 
 
 class XinferenceReranker(RerankProvider):
