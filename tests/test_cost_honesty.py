@@ -117,7 +117,8 @@ def output_or_where_it_hangs(process: subprocess.Popen[str]) -> str:
     except subprocess.TimeoutExpired:
         process.send_signal(signal.SIGABRT)
         output = process.communicate(timeout=60)[0]
-        pytest.fail(f"the run did not end after SIGINT; where it hung:\n{output[-6000:]}")
+        dump = output[output.find("Fatal Python error") :][:20000]  # every thread, the main one first
+        pytest.fail(f"the run did not end after SIGINT; where it hung:\n{dump}")
 
 
 def embedding_rows(cache: Path) -> int:
