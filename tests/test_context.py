@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+import subprocess
+import sys
 
 import pytest
 
@@ -102,3 +104,32 @@ def test_a_replaced_file_is_whole_and_a_failed_write_leaves_the_old_one(tmp_path
     assert [p.name for p in tmp_path.iterdir()] == ["rows.jsonl"]  # no temporary file left
     write_atomically(tmp_path / "new" / "f.txt", "text", make_folder=True)
     assert (tmp_path / "new" / "f.txt").read_text() == "text"
+
+
+CTRL_C_TO_ANOTHER_THREAD = """
+import asyncio, signal, threading
+from ragmatrix.foundations.context import LoopThread
+
+thread = LoopThread()
+started = threading.Event()
+
+async def forever():
+    started.set()
+    await asyncio.sleep(3600)
+
+# The kernel may hand a process's SIGINT to any thread that does not block it: here, the loop's.
+threading.Thread(target=lambda: started.wait() and signal.pthread_kill(thread._thread.ident, signal.SIGINT)).start()
+try:
+    thread.run(forever())
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+def test_a_ctrl_c_the_kernel_hands_to_the_loops_thread_still_interrupts_the_caller_waiting_for_it():
+    # before: the caller slept in a lock wait that only a signal to its own thread wakes, and
+    # the run went on until the request it waited for timed out
+    finished = subprocess.run(
+        [sys.executable, "-c", CTRL_C_TO_ANOTHER_THREAD], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert finished.stdout.strip() == "interrupted", finished.stderr[-2000:]

@@ -135,6 +135,9 @@ class RunContext:
         self.end()
 
 
+SIGNAL_CHECK_S = 0.1  # how often a caller waiting for the loop looks for a signal to handle
+
+
 class LoopThread:
     """An event loop running on a thread of its own for as long as the run needs it: answers are
     read as they arrive, whatever the caller's thread is doing (running an item, writing a row),
@@ -168,6 +171,11 @@ class LoopThread:
 
         self.loop.call_soon_threadsafe(start)
         try:
+            while not done.done():
+                # Never one wait without a timeout: the kernel may hand a Ctrl-C to another thread
+                # (the loop's, a sampler's), and Python then runs its handler in this thread only
+                # once this thread wakes, which a blocked lock wait never does on its own.
+                concurrent.futures.wait((done,), timeout=SIGNAL_CHECK_S)
             return done.result()
         except BaseException:
             if not done.done():  # interrupted while waiting: the task must not outlive its caller
