@@ -110,6 +110,8 @@ CTRL_C_TO_ANOTHER_THREAD = """
 import asyncio, signal, threading
 from ragmatrix.foundations.context import LoopThread
 
+signal.signal(signal.SIGINT, signal.default_int_handler)  # even where the launcher ignores Ctrl-C
+
 thread = LoopThread()
 started = threading.Event()
 

@@ -109,6 +109,12 @@ def test_a_failed_encode_counts_only_the_blocks_it_encoded():
 CORPUS_LINES = BLOCK + 44  # two blocks of line chunks: the first is stored, the second never answers
 
 
+def ctrl_c_as_a_user_has_it() -> None:
+    """In the child before it starts: SIGINT's default action, which Python turns into
+    KeyboardInterrupt, even where the test run was launched with Ctrl-C ignored (a background job)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def output_or_where_it_hangs(process: subprocess.Popen[str]) -> str:
     """The run's output once it ends; a run that does not end within minutes is a hang, and the
     test fails with every thread's stack (faulthandler, on SIGABRT) instead of a bare timeout."""
@@ -161,6 +167,7 @@ def test_a_run_stopped_with_ctrl_c_says_how_many_texts_it_embedded(pytester, ser
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=ctrl_c_as_a_user_has_it,
     )
     try:
         deadline = time.monotonic() + 300  # a guard against a hang only: the wait ends on the rows
