@@ -96,6 +96,18 @@ def test_a_key_echoed_by_the_server_is_in_no_result_cache_report_or_output(bench
     assert "guarded" in shown and "***" in shown and KEY not in shown
 
 
+def test_a_key_variable_set_changed_or_swapped_in_after_a_redaction_is_hidden_from_the_next(monkeypatch):
+    assert secrets.redact("nothing secret yet") == "nothing secret yet"
+    monkeypatch.setenv("LATE_API_KEY", "first-value-123")
+    assert secrets.redact("first-value-123") == "***"
+    monkeypatch.setenv("LATE_API_KEY", "second-value-456")
+    assert secrets.redact("second-value-456") == "***"
+    # as many variables as before, other names: the names are matched again
+    monkeypatch.delenv("LATE_API_KEY")
+    monkeypatch.setenv("LATER_TOKEN", "third-value-789")
+    assert secrets.redact("third-value-789 second-value-456") == "*** second-value-456"
+
+
 @pytest.mark.parametrize("name", ["RAGMATRIX_LOCAL_KEY", "LOCAL_LLM_AUTH"])
 def test_a_key_is_redacted_from_an_error_whatever_its_variable(name, monkeypatch, tmp_path):
     monkeypatch.setenv(name, KEY)

@@ -1,5 +1,7 @@
 """Items whose answers were sent ahead run without pytest's per-item setup and teardown, and are
 reported exactly as pytest reports them: outcomes, one-line failures, `-k`, JUnit XML and xdist.
+Where only pytest itself acts in the call phase, they run without its call hooks as well; a
+plugin or conftest that implements one gets pytest's own call phase, and the same reports.
 
 A conftest in the project records every item pytest sets up itself and every report, so each
 test sees which items took the short way (the first item of a run triggers the sending and
@@ -16,6 +18,7 @@ from project import assert_outcomes, write
 from ragmatrix.testing.openai_server import Reply
 
 RECORDER = """
+import os
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -29,6 +32,17 @@ def pytest_runtest_setup(item):
 def pytest_runtest_logreport(report):
     with open(HERE / "reports.txt", "a") as handle:
         handle.write(f"{report.nodeid.split('[')[-1].rstrip(']')} {report.when} {report.outcome}\\n")
+    if report.when == "call":  # set by pytest's own call phase only
+        with open(HERE / "call_phases.txt", "a") as handle:
+            handle.write(f"{os.environ.get('PYTEST_CURRENT_TEST') is not None}\\n")
+"""
+
+# A conftest hook in the call phase: pytest's own call phase runs every item, so that it is called.
+CALL_WATCHER = """
+
+def pytest_runtest_call(item):
+    with open(HERE / "calls.txt", "a") as handle:
+        handle.write(item.nodeid.split("[")[-1].rstrip("]") + "\\n")
 """
 
 LLM_IDS = [
@@ -125,3 +139,30 @@ def test_a_run_that_shows_or_stops_at_the_setup_takes_pytests_own_path(project, 
     assert_outcomes(result, passed=5)
     assert set_up_by_pytest(project) == LLM_IDS
     result.stdout.fnmatch_lines(["*SETUP    F llm*"])
+
+
+def test_where_only_pytest_acts_in_the_call_phase_they_run_without_its_call_hooks(project, server):
+    assert_outcomes(project.runpytest("benchmark", "-p", "no:cacheprovider", "-k", "scripted"), passed=5)
+    # the first item (which sends the others ahead) and the last one take pytest's whole protocol
+    assert recorded(project, "call_phases.txt") == ["True", "False", "False", "False", "True"]
+
+
+def test_a_conftest_hook_in_the_call_phase_sees_every_item_and_the_reports_stay_the_same(project, server):
+    server.on("earth", Reply.error(400, message="no such thing"))
+    arguments = ["benchmark", "-p", "no:cacheprovider", "-k", "scripted", "--run-all"]
+    assert_outcomes(project.runpytest(*arguments, "--junitxml=plain.xml"), passed=3, failed=2)
+    plain = recorded(project, "reports.txt")
+    (project.path / "reports.txt").unlink()
+    with open(project.path / "conftest.py", "a") as conftest:
+        conftest.write(CALL_WATCHER)
+    assert_outcomes(project.runpytest(*arguments, "--junitxml=watched.xml"), passed=3, failed=2)
+    assert recorded(project, "calls.txt") == LLM_IDS
+    assert recorded(project, "reports.txt") == plain
+
+    def junit(name: str) -> list[tuple[str | None, list[tuple[str, str | None]]]]:
+        cases = ElementTree.parse(project.path / name).getroot().iter("testcase")
+        return [
+            (case.get("name"), [(c.tag, c.get("message")) for c in case if c.tag != "properties"]) for case in cases
+        ]  # noqa: E501
+
+    assert junit("watched.xml") == junit("plain.xml")

@@ -58,10 +58,25 @@ def is_secret(name: str) -> bool:
 
 def secret_values(extra_names: tuple[str, ...] = ()) -> list[str]:
     """The values to hide. `extra_names`: a model's variables, of which the secret ones count."""
-    names = {n for n in os.environ if SECRET_NAME.search(n)} | current().secret_names
+    names = _named_like_secrets() | current().secret_names
     names |= {n for n in extra_names if is_secret(n)}
     values = {os.environ[n] for n in names if len(os.environ.get(n, "")) >= MIN_LENGTH}
     return sorted(values, key=len, reverse=True)
+
+
+_named: tuple[frozenset[Any], frozenset[str]] | None = None  # (the environment's names, those named like secrets)
+
+
+def _named_like_secrets() -> frozenset[str]:
+    """The variables named like secrets, matched again only when the environment's names change
+    (every answer is redacted: matching each name each time was a tenth of the client's work)."""
+    global _named
+    raw = getattr(os.environ, "_data", None)  # the names as the environment holds them
+    if not isinstance(raw, dict):
+        return frozenset(n for n in os.environ if SECRET_NAME.search(n))
+    if _named is None or _named[0] != raw.keys():
+        _named = (frozenset(raw), frozenset(n for n in os.environ if SECRET_NAME.search(n)))
+    return _named[1]
 
 
 def redact(text: str, extra_names: tuple[str, ...] = ()) -> str:

@@ -485,7 +485,7 @@ def _report_cached(item: pytest.Item) -> None:
     ihook = item.ihook
     location, skipped = _where(item)
     ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=location)
-    keywords: dict[str, Literal[1]] = dict.fromkeys(item.keywords, 1)
+    keywords = pytest_internals.keywords_of(item)
     where, properties = (item.nodeid, location), item.user_properties
     setup = pytest.TestReport(*where, keywords, "skipped", skipped, "setup", user_properties=properties)
     ihook.pytest_runtest_logreport(report=setup)
@@ -561,14 +561,15 @@ def _plain_fixtures(item: pytest.Item) -> tuple[str, bool] | None:
 
 
 def _run_without_setup(item: pytest.Item, arguments: dict[str, Any]) -> bool:
-    """An item's reports as pytest makes them (setup, call, teardown), with only the call phase
-    run by pytest, on the arguments its fixtures would have given."""
-    call_phase = pytest_internals.call_phase()
-    assert call_phase is not None  # checked by `_sent_ahead_arguments`
+    """An item's reports as pytest makes them (setup, call, teardown), on the arguments its
+    fixtures would have given. Where nothing but pytest itself and this plugin acts in the call
+    phase, the item runs directly and its call report is made here, as pytest would make it
+    (output the test prints is not captured then: a benchmark test prints nothing); else
+    pytest's own call phase runs it."""
     ihook = item.ihook
     location, _ = _where(item)
     ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=location)
-    keywords: dict[str, Literal[1]] = dict.fromkeys(item.keywords, 1)
+    keywords = pytest_internals.keywords_of(item)
     where, properties = (item.nodeid, location), item.user_properties
     ihook.pytest_runtest_logreport(
         report=pytest.TestReport(*where, keywords, "passed", None, "setup", user_properties=properties)
@@ -576,7 +577,12 @@ def _run_without_setup(item: pytest.Item, arguments: dict[str, Any]) -> bool:
     item.funcargs = arguments  # type: ignore[attr-defined]
     pytest_internals.know_location(item, location)
     try:
-        call_phase(item)
+        if _plain_call_phase(item.config):
+            ihook.pytest_runtest_logreport(report=_call_report(item, location, keywords))
+        else:
+            call_phase = pytest_internals.call_phase()
+            assert call_phase is not None  # checked by `_sent_ahead_arguments`
+            call_phase(item)
     finally:
         # As pytest's protocol ends: what the item held goes (its model stays in the registry).
         pytest_internals.forget_arguments(item)
@@ -585,6 +591,44 @@ def _run_without_setup(item: pytest.Item, arguments: dict[str, Any]) -> bool:
     ihook.pytest_runtest_logreport(report=teardown)
     ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=location)
     return True
+
+
+_PLAIN_CALL = pytest.StashKey[bool]()
+
+
+def _plain_call_phase(config: pytest.Config) -> bool:
+    """Worked out once per session: plugins are all registered before the first item runs."""
+    plain = config.stash.get(_PLAIN_CALL, None)
+    if plain is None:
+        plain = config.stash[_PLAIN_CALL] = pytest_internals.call_hooks_are_pytests_own(config)
+    return plain
+
+
+def _call_report(
+    item: pytest.Item, location: tuple[str, int | None, str], keywords: dict[str, Any]
+) -> pytest.TestReport:
+    """The item's call phase, run without the hooks that only pytest's own plugins implement,
+    and its report as `pytest_runtest_makereport` would make it."""
+    call: pytest.CallInfo[Any] = pytest.CallInfo.from_call(
+        lambda: _run_benchmark_item(item), "call", reraise=_PASSED_ON
+    )
+    error = call.excinfo.value if call.excinfo is not None else None
+    if error is None or isinstance(error, _ONE_LINE_ERRORS):  # most failures: no traceback to render
+        outcome: Literal["passed", "failed"] = "passed" if error is None else "failed"
+        longrepr = None if error is None else safe_text(str(error))
+        return pytest.TestReport(
+            item.nodeid, location, keywords, outcome, longrepr, "call",
+            duration=call.duration, start=call.start, stop=call.stop, user_properties=item.user_properties,
+        )  # fmt: skip
+    report = pytest.TestReport.from_item_and_call(item, call)
+    _explain(item, call, report)
+    return report
+
+
+# Passed on as pytest's own call phase passes them on: a Ctrl-C, `pytest.exit()`.
+_PASSED_ON = (KeyboardInterrupt, pytest.exit.Exception)
+# Failures reported as one line, not a traceback (see `_explain`).
+_ONE_LINE_ERRORS = (ModelError, CaseInputError, runner.ModelFailure)
 
 
 _WHERE = pytest.StashKey[dict[tuple[int, str], tuple[str, int | None, str, str, int]]]()
@@ -638,30 +682,40 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    state = pyfuncitem.config.stash.get(STATE_KEY, None)
-    plan = runner.plan_for(pyfuncitem, state) if state is not None else None
+    return True if _run_benchmark_item(pyfuncitem) else None
+
+
+def _run_benchmark_item(item: pytest.Item) -> bool:
+    """Run a benchmark item's iterations and record its row; False for any other test."""
+    state = item.config.stash.get(STATE_KEY, None)
+    plan = runner.plan_for(item, state) if state is not None else None
     if plan is None or state is None:
-        return None
-    ahead = scheduling.scheduler(pyfuncitem.config, state)
-    ahead.before(pyfuncitem, plan)
+        return False
+    ahead = scheduling.scheduler(item.config, state)
+    ahead.before(item, plan)
     try:
-        runner.run_item(pyfuncitem, plan, state)
+        runner.run_item(item, plan, state)  # type: ignore[arg-type]
     finally:
-        ahead.after(pyfuncitem)
+        ahead.after(item)
     return True
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     outcome = yield
-    report = outcome.get_result()
+    _explain(item, call, outcome.get_result())
+
+
+def _explain(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestReport) -> None:
+    """One line for a failure that is the model's or the data's, not a traceback wall; a folder
+    that refuses writes stops the session; a model that could not be built gets an error row."""
     error = call.excinfo.value if call.excinfo is not None else None
     if isinstance(error, StorageError):
         # A folder the run must write refuses: every later item would fail the same way.
         report.longrepr = str(error)
         hint = "; --no-response-cache runs without the caches" if error.what == CACHE_FOLDER else ""
         item.session.shouldstop = f"{error}; the run stops here, and what is stored is unchanged{hint}"
-    elif isinstance(error, ModelError | CaseInputError | runner.ModelFailure):
+    elif isinstance(error, _ONE_LINE_ERRORS):
         report.longrepr = safe_text(str(error))  # one line, not a traceback wall; it may quote a file
         state = item.config.stash.get(STATE_KEY, None)
         if call.when == "setup" and isinstance(error, ModelError) and state is not None:

@@ -8,8 +8,9 @@ The plugin reaches past their public API where it has no public way to do someth
 - reporting a cached item, and running an item whose answers were sent ahead, without pytest's
   per-item set-up and tear-down, when nothing would be torn down after it: the session's
   `_setupstate.stack`, the fixtures an item's closure holds (`Function._fixtureinfo`), the
-  value a session fixture keeps (`FixtureDef.cached_result`) and pytest's call phase with its
-  reports (`_pytest.runner.call_and_report`);
+  value a session fixture keeps (`FixtureDef.cached_result`), pytest's call phase with its
+  reports (`_pytest.runner.call_and_report`), the plugins that act in it (`HookImpl.function`,
+  the `pdbinvoke` plugin) and an item's own keywords (`NodeKeywords._markers`);
 - the fixtures a test function takes, to call it once per iteration: `Function._fixtureinfo`;
 - drawing a progress bar past pytest's capture: the `capturemanager` plugin's
   `global_and_fixture_disabled`;
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
@@ -134,6 +136,45 @@ def call_phase() -> Callable[[pytest.Item], pytest.TestReport] | None:
     return call
 
 
+# The hooks of an item's call phase, and the modules whose implementations of them a benchmark
+# item does not need: pytest's own (capture, logging, skip marks, the report) and this plugin's.
+_CALL_HOOKS = ("pytest_runtest_call", "pytest_runtest_makereport", "pytest_exception_interact")
+_OWN_MODULES = ("_pytest.", "ragmatrix.")
+
+
+def call_hooks_are_pytests_own(config: pytest.Config) -> bool:
+    """Does nothing but pytest itself and this plugin act in an item's call phase? No other
+    plugin or conftest implements its hooks, and no `--pdb` or `--trace` waits to step in."""
+    manager = config.pluginmanager
+    if manager.has_plugin("pdbinvoke") or config.getoption("trace", False):
+        return False
+    for name in _CALL_HOOKS:
+        caller = getattr(manager.hook, name, None)
+        if caller is None:
+            return False
+        for implementation in caller.get_hookimpls():
+            if not str(getattr(implementation.function, "__module__", "")).startswith(_OWN_MODULES):
+                return False
+    return True
+
+
+def keywords_of(item: pytest.Item) -> dict[str, Any]:
+    """The item's keywords as its reports carry them (`{name: 1}`): its own, then its parents',
+    which every item of a test function shares and which are worked out once per parent."""
+    own = getattr(item.keywords, "_markers", None)
+    if not isinstance(own, dict) or item.parent is None:
+        return dict.fromkeys(item.keywords, 1)
+    shared = _PARENT_KEYWORDS.get(item.parent)
+    if shared is None:
+        shared = _PARENT_KEYWORDS[item.parent] = dict.fromkeys(item.parent.keywords, 1)
+    return {**dict.fromkeys(own, 1), **{name: 1 for name in shared if name not in own}}
+
+
+_PARENT_KEYWORDS: weakref.WeakKeyDictionary[pytest.Item | pytest.Collector, dict[str, Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def fixture_names(item: pytest.Function) -> tuple[str, ...]:
     """The arguments a test function takes, each a fixture (or a parameter)."""
     info = getattr(item, "_fixtureinfo", None)
@@ -226,6 +267,8 @@ def missing_in_run(item: pytest.Function) -> list[str]:
         gone.append("pytest.Function._fixtureinfo.argnames (a tuple of names)")
     if fixture_modules(item) is None:
         gone.append("pytest.Function._fixtureinfo.names_closure and name2fixturedefs (FixtureDef.func)")
+    if not isinstance(getattr(item.keywords, "_markers", None), dict):
+        gone.append("pytest.Item.keywords._markers (a dict of the item's own keywords)")
     if hasattr(item.config, "workerinput"):
         worker = next((p for p in item.config.pluginmanager.get_plugins() if hasattr(p, "torun")), None)
         if worker is None or not hasattr(worker.torun, "lock"):

@@ -45,8 +45,22 @@ class Recorder:
         self.outcome = outcome
 
 
+_PLAN = pytest.StashKey[ItemPlan]()
+
+
 def plan_for(item: pytest.Item, state: BenchmarkState) -> ItemPlan | None:
-    """The plan made for this item at collection, or None for a test that is no benchmark item."""
+    """The plan made for this item at collection, or None for a test that is no benchmark item
+    (kept on the item once found: the hooks of one item ask for it four times)."""
+    found = item.stash.get(_PLAN, None)
+    if found is not None:
+        return found
+    plan = _planned(item, state)
+    if plan is not None:
+        item.stash[_PLAN] = plan
+    return plan
+
+
+def _planned(item: pytest.Item, state: BenchmarkState) -> ItemPlan | None:
     callspec = getattr(item, "callspec", None)
     module = getattr(item, "module", None)
     if callspec is None or module is None or "case" not in callspec.params:

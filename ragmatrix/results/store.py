@@ -97,6 +97,8 @@ class ResultStore:
         self._read: dict[str, _Read] = {}
         self._locks: dict[str, _FamilyLock] = {}
         self._files: dict[str, tuple[int, tuple[int, int]]] = {}  # family -> (fd, identity) for appends
+        self._path_texts: dict[str, str] = {}
+        self._ends: dict[str, int] = {}  # family -> where this store's last row ended its file
         self._prepared: set[str] = set()
 
     def path(self, family: str) -> Path:
@@ -179,22 +181,27 @@ class ResultStore:
             descriptor = self._appending(family)
             size = os.fstat(descriptor).st_size
             # A writer killed mid-line leaves no newline at the end; start on a fresh line so
-            # the torn fragment stays one bad line instead of corrupting this row too.
-            if size and _last_byte(descriptor, size) != b"\n":
+            # the torn fragment stays one bad line instead of corrupting this row too. (Where
+            # the file ends where this store's last row ended, that row's newline ends it.)
+            if size and size != self._ends.get(family) and _last_byte(descriptor, size) != b"\n":
                 line = b"\n" + line
             try:
                 _write_all(descriptor, line)
             except OSError:
+                self._ends.pop(family, None)
                 try:  # a full disk may have taken part of the line: leave the file as it was
                     os.ftruncate(descriptor, size)
                 except OSError:
                     pass  # the part written is a torn line, which loading ignores
                 raise
+            self._ends[family] = size + len(line)
 
     def _appending(self, family: str) -> int:
         """The family's file, open for appending; opened again when another process replaced
         it (a compaction, a merge) or removed it since. Called under the lock."""
-        path = self.path(family)
+        path = self._path_texts.get(family)
+        if path is None:  # as text, worked out once: it is looked up for every row
+            path = self._path_texts[family] = str(self.path(family))
         known = self._files.get(family)
         try:
             status = os.stat(path)
@@ -205,6 +212,7 @@ class ResultStore:
         if known is not None:
             os.close(known[0])
             del self._files[family]
+        self._ends.pop(family, None)
         self.directory.mkdir(parents=True, exist_ok=True)
         # Read and write: the last byte is read to find a torn line; O_APPEND puts every write
         # at the end, wherever another process left it.
