@@ -88,6 +88,53 @@ def test_a_second_run_skips_everything_as_cached_before_any_model_is_built(bench
     assert (bench.path / "benchmark/results/rag_interpretation.jsonl").read_text() == before
 
 
+def test_a_cached_run_prints_the_leaderboard_it_remembers_until_a_stored_result_changes(bench, server):
+    server.answer = answer_correctly
+    run(bench).assert_outcomes(passed=ALL_ITEMS)
+    summary = bench.path / ".benchmark_cache" / "summary.json"
+    line = "*-*scripted*1.000*[[]0.566, 1.000]*5*5*3*0*0*"
+    assert_outcomes(result := run(bench), cached=ALL_ITEMS)
+    result.stdout.fnmatch_lines(["*ragmatrix leaderboard*", line])
+    # the lines remembered for these very results are printed as they are kept ...
+    kept = json.loads(summary.read_text())
+    kept["lines"] = [text.replace("1.000", "7.777") for text in kept["lines"]]
+    summary.write_text(json.dumps(kept))
+    run(bench).stdout.fnmatch_lines(["*-*scripted*7.777*"])
+    # ... and a result that changed makes them anew
+    stored = bench.path / "benchmark/results/rag_interpretation.jsonl"
+    changed = [json.loads(text) for text in stored.read_text().splitlines()]
+    changed[-1]["recorded_at"] = "2020-01-01T00:00:00+00:00"
+    stored.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in changed))
+    result = run(bench)
+    result.stdout.fnmatch_lines(["*ragmatrix leaderboard*", line])
+    assert "7.777" not in result.stdout.str()
+
+
+def test_cached_items_are_reported_the_same_with_a_plugin_around_each_item_which_sees_them_all(bench, server):
+    run(bench).assert_outcomes(passed=ALL_ITEMS)
+    reports = bench.path / "reports.txt"
+    conftest = bench.path / "conftest.py"
+    recorder = (
+        "def pytest_runtest_logreport(report):\n"
+        "    with open('reports.txt', 'a') as handle:\n"
+        "        handle.write(f'{report.nodeid} {report.when} {report.outcome} {report.longrepr}\\n')\n"
+    )
+    conftest.write_text(recorder)
+    assert_outcomes(run(bench), cached=ALL_ITEMS)
+    direct = reports.read_text()
+    reports.unlink()
+    conftest.write_text(
+        recorder + "\n\nimport pytest\n\n\n@pytest.hookimpl(wrapper=True)\n"
+        "def pytest_runtest_protocol(item, nextitem):\n"
+        "    with open('protocols.txt', 'a') as handle:\n"
+        "        handle.write(item.nodeid + '\\n')\n"
+        "    return (yield)\n"
+    )
+    assert_outcomes(run(bench), cached=ALL_ITEMS)
+    assert reports.read_text() == direct
+    assert len((bench.path / "protocols.txt").read_text().splitlines()) == ALL_ITEMS
+
+
 def test_run_all_reruns_everything_and_replaces_the_rows(bench, server):
     server.answer = "no"
     run(bench).assert_outcomes(passed=ALL_ITEMS)

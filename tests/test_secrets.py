@@ -60,7 +60,9 @@ def test_models_yaml_makes_key_variables_secret_whatever_their_names_and_leaves_
 
 def test_a_password_in_a_url_is_hidden_and_the_rest_of_the_url_shows(fresh_run):
     text = "server http://user:pass-word-77@10.0.0.5:8000/v1 and postgres://u:p4ss@db/x, not http://h:80/v1"
-    assert secrets.redact(text) == "server http://user:***@10.0.0.5:8000/v1 and postgres://u:***@db/x, not http://h:80/v1"
+    assert (
+        secrets.redact(text) == "server http://user:***@10.0.0.5:8000/v1 and postgres://u:***@db/x, not http://h:80/v1"
+    )
 
 
 def test_a_key_echoed_by_the_server_is_in_no_result_cache_report_or_output(bench, server, monkeypatch):

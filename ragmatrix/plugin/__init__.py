@@ -55,6 +55,7 @@ from ragmatrix.plugin.hooks import (  # noqa: E402
     pytest_runtest_makereport,
     pytest_runtest_protocol,
     pytest_runtest_setup,
+    pytest_runtestloop,
     pytest_sessionstart,
     pytest_xdist_make_scheduler,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "pytest_runtest_makereport",
     "pytest_runtest_protocol",
     "pytest_runtest_setup",
+    "pytest_runtestloop",
     "pytest_xdist_make_scheduler",
     "record",
     "reranker",

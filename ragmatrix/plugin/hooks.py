@@ -458,6 +458,37 @@ def _cached_reads_as_success(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """pytest's own loop over the items, where only pytest and this plugin take part in it, with
+    one difference: a cached item is reported directly, without the per-item protocol hook and
+    the wrappers pytest's plugins put around it (warnings, assertion rewriting, faulthandler:
+    nothing runs in a cached item for them to watch). On a fully cached run, that hook was most
+    of the work past collection. Anything else (collection errors, --collect-only, xdist, a
+    plugin around each item) is pytest's own loop."""
+    config = session.config
+    if session.testsfailed or config.option.collectonly or not pytest_internals.loop_hooks_are_pytests_own(config):
+        return None
+    items = session.items
+    for index, item in enumerate(items):
+        nextitem = items[index + 1] if index + 1 < len(items) else None
+        if not _reported_as_cached(item, nextitem):
+            config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+        if session.shouldfail:
+            raise session.Failed(session.shouldfail)
+        if session.shouldstop:
+            raise session.Interrupted(session.shouldstop)
+    return True
+
+
+def _reported_as_cached(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
+    marker = item.get_closest_marker("skip")
+    if marker is None or marker.kwargs.get("reason") != CACHED or not _nothing_to_tear_down(item, nextitem):
+        return False
+    _report_cached(item)
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
     """Two kinds of benchmark items are reported as pytest reports them, without the setup,
     capture and teardown machinery they do not need (on a large matrix that machinery was most
@@ -469,12 +500,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
       a clean teardown; its model is the one the scheduler already built.
 
     Anything else, and any item where pytest would tear something down after it, runs as usual."""
-    marker = item.get_closest_marker("skip")
-    if marker is not None:
-        if marker.kwargs.get("reason") != CACHED or not _nothing_to_tear_down(item, nextitem):
-            return None
-        _report_cached(item)
-        return True
+    if item.get_closest_marker("skip") is not None:
+        return True if _reported_as_cached(item, nextitem) else None
     arguments = _sent_ahead_arguments(item)
     if arguments is None or not _nothing_to_tear_down(item, nextitem):
         return None
@@ -819,33 +846,20 @@ class SessionEnd:
             write(f"store: {self.storage_fault}", red=self.ran, yellow=not self.ran)
         for note in self.store_notes:
             write(f"store: {note}", yellow=True)
-        from ragmatrix.report import remembered_stats
-        from ragmatrix.report.aggregate import aggregate
-        from ragmatrix.report.cost import load_costs
-        from ragmatrix.report.terminal import render
+        from ragmatrix.report.summary import leaderboard_summary
 
         loaded = state.store.load_all()
-        remembered = remembered_stats()
         # the families the stored rows belong to, each module imported on its own
         families = {name: found for name in loaded if (found := family_named(name)) is not None}
-        tables = aggregate(
-            {family: data.rows for family, data in loaded.items() if data.rows},
-            families,
-            memo=remembered,
-            variants=state.compare_variants,
+        models_file = state.benchmark_dir / "models.yaml"
+        summary = leaderboard_summary(
+            state.store, loaded, families, state.results_dir, models_file, state.compare_variants
         )
-        remembered.save()
-        for note in [left.note() for left in tables.left_out]:
+        for note in summary.notes:
             write(f"note: {note}", yellow=True)
-        costs, cost_problems = load_costs(tables, state.results_dir, state.benchmark_dir / "models.yaml")
-        for text in cost_problems:
+        for text in summary.cost_problems:
             write(f"store: {text}", yellow=True)
-        lines = (
-            render(tables, families, variants=state.compare_variants, costs=costs)
-            if tables.families
-            else ["no results yet"]
-        )
-        for text in lines:
+        for text in summary.lines:
             write(text)
         shown = _shown(state.results_dir, state.root)
         option = "" if state.results_dir == state.benchmark_dir / "results" else f" --results-dir {shown}"

@@ -158,6 +158,19 @@ def call_hooks_are_pytests_own(config: pytest.Config) -> bool:
     return True
 
 
+def loop_hooks_are_pytests_own(config: pytest.Config) -> bool:
+    """Does nothing but pytest itself and this plugin implement the run's loop and an item's
+    protocol (no xdist controller or worker loop, no plugin wrapping each item)?"""
+    for name in ("pytest_runtestloop", "pytest_runtest_protocol"):
+        caller = getattr(config.pluginmanager.hook, name, None)
+        if caller is None:
+            return False
+        for implementation in caller.get_hookimpls():
+            if not str(getattr(implementation.function, "__module__", "")).startswith(_OWN_MODULES):
+                return False
+    return True
+
+
 def keywords_of(item: pytest.Item) -> dict[str, Any]:
     """The item's keywords as its reports carry them (`{name: 1}`): its own, then its parents',
     which every item of a test function shares and which are worked out once per parent."""

@@ -151,6 +151,18 @@ class ResultStore:
         self._read[family] = read
         return Loaded(rows=read.rows + tail_rows, problems=read.problems + tail_problems)
 
+    def read_digest(self, family: str) -> str | None:
+        """What this store last read of the family's file, as a digest of its bytes and the
+        file's size (a torn last line counts), or None where it read nothing."""
+        read = self._read.get(family)
+        if read is None:
+            return None
+        try:
+            size = os.stat(self.path(family)).st_size
+        except OSError:
+            return None
+        return f"{read.digest.hexdigest()}:{read.offset}:{size}"
+
     def load_all(self) -> dict[str, Loaded]:
         return {family: self.load(family) for family in self.families()}
 
