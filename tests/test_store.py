@@ -196,3 +196,19 @@ def test_a_file_that_cannot_be_read_is_one_problem_and_never_written_over(tmp_pa
     assert store.completed() == set()
     assert store.compact("fam").problems == loaded.problems
     assert (tmp_path / "fam.jsonl").is_dir() and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_loaded_rows_hold_what_they_share_once_and_write_back_as_they_were(tmp_path):
+    store = ResultStore(tmp_path)
+    given = [row(f"i{n}", n / 10, usage={"calls": 1}, iterations=[{"score": n / 10, "parsed": "no"}]) for n in range(5)]
+    given.append(row("odd", 0.5, note="a field of its own"))
+    for one in given:
+        store.append("fam", one)
+    loaded = ResultStore(tmp_path).load("fam").rows
+    assert [r.to_json() for r in loaded] == [r.to_json() for r in given]
+    alike = loaded[:5]
+    # the largest part of a parsed row: the set of its given fields, held once for rows alike
+    assert all(r.__pydantic_fields_set__ is alike[0].__pydantic_fields_set__ for r in alike)
+    assert loaded[5].__pydantic_fields_set__ is not alike[0].__pydantic_fields_set__
+    assert all(r.iterations[0].__pydantic_fields_set__ is alike[0].iterations[0].__pydantic_fields_set__ for r in alike)
+    assert all(r.provenance is alike[0].provenance and r.usage is alike[0].usage for r in alike)

@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ragmatrix.families import family_named
+from ragmatrix.foundations.shared_values import SharedValues
 from ragmatrix.foundations.yamlfile import YamlFileError, error_line, field_errors, read_yaml
 from ragmatrix.seam.case import Case, Problem, Skipped
 
@@ -290,6 +291,7 @@ def expand_case(
         if errors:
             continue  # keep looking for errors, but build nothing
         fields = dict(validated)  # the schema's fields, as validated (a schema is any BaseModel)
+        _SHARED.fields_of(fields)  # a large suite holds its cases by the hundred thousand
         case = Case(
             family=family,
             name=name,
@@ -306,6 +308,8 @@ def expand_case(
         expanded.append(case)
     return (expanded, None) if not errors else problem()
 
+
+_SHARED = SharedValues()
 
 # Past this many, a case's problem line names how many more there are.
 ERRORS_SHOWN = 20
