@@ -135,6 +135,27 @@ def test_cached_items_are_reported_the_same_with_a_plugin_around_each_item_which
     assert len((bench.path / "protocols.txt").read_text().splitlines()) == ALL_ITEMS
 
 
+def test_a_model_error_is_one_line_made_without_rendering_the_traceback_first(bench, server):
+    # pytest renders a failure's traceback (parsing the source of every frame) before a hook
+    # can replace it; a model's error is reported as its line without that work
+    server.on("EGFR", Reply.error(400, message="no such model"))
+    write(
+        bench.path / "conftest.py",
+        "import pytest\n\nrender = pytest.Function.repr_failure\n\n\n"
+        "def counted(self, excinfo, *args, **kwargs):\n"
+        "    with open('rendered.txt', 'a') as handle:\n"
+        "        handle.write(self.nodeid + '\\n')\n"
+        "    return render(self, excinfo, *args, **kwargs)\n\n\n"
+        "pytest.Function.repr_failure = counted\n",
+    )
+    result = run(bench, "-k", "scripted", "-rf")
+    failed = result.parseoutcomes()["failed"]
+    assert failed >= 2
+    result.stdout.fnmatch_lines(["*error in 1 of 1 iteration(s): HTTP 400 BadRequestError: no such model*"])
+    assert "Traceback" not in result.stdout.str()
+    assert not (bench.path / "rendered.txt").exists()
+
+
 def test_run_all_reruns_everything_and_replaces_the_rows(bench, server):
     server.answer = "no"
     run(bench).assert_outcomes(passed=ALL_ITEMS)

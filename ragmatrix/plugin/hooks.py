@@ -19,7 +19,7 @@ from __future__ import annotations
 import gc
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import pytest
 
@@ -639,17 +639,12 @@ def _call_report(
     call: pytest.CallInfo[Any] = pytest.CallInfo.from_call(
         lambda: _run_benchmark_item(item), "call", reraise=_PASSED_ON
     )
-    error = call.excinfo.value if call.excinfo is not None else None
-    if error is None or isinstance(error, _ONE_LINE_ERRORS):  # most failures: no traceback to render
-        outcome: Literal["passed", "failed"] = "passed" if error is None else "failed"
-        longrepr = None if error is None else safe_text(str(error))
+    if call.excinfo is None:
         return pytest.TestReport(
-            item.nodeid, location, keywords, outcome, longrepr, "call",
+            item.nodeid, location, keywords, "passed", None, "call",
             duration=call.duration, start=call.start, stop=call.stop, user_properties=item.user_properties,
         )  # fmt: skip
-    report = pytest.TestReport.from_item_and_call(item, call)
-    _explain(item, call, report)
-    return report
+    return pytest_runtest_makereport(item, call) or pytest.TestReport.from_item_and_call(item, call)
 
 
 # Passed on as pytest's own call phase passes them on: a Ctrl-C, `pytest.exit()`.
@@ -727,10 +722,29 @@ def _run_benchmark_item(item: pytest.Item) -> bool:
     return True
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    outcome = yield
-    _explain(item, call, outcome.get_result())
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> pytest.TestReport | None:
+    """A failure that is the model's, the data's or the disk's is reported as one line, made
+    here: pytest would render the traceback first (parsing the source of every frame) only to
+    have the line replace it. Any other outcome is pytest's own report."""
+    error = call.excinfo.value if call.excinfo is not None else None
+    if not isinstance(error, (StorageError, *_ONE_LINE_ERRORS)):
+        return None
+    report = pytest.TestReport(
+        item.nodeid,
+        item.location,
+        pytest_internals.keywords_of(item),
+        "failed",
+        None,
+        cast(Literal["setup", "call", "teardown"], call.when),  # an item's phases: never "collect"
+        pytest_internals.captured_sections(item),
+        call.duration,
+        call.start,
+        call.stop,
+        user_properties=item.user_properties,
+    )
+    _explain(item, call, report)
+    return report
 
 
 def _explain(item: pytest.Item, call: pytest.CallInfo[Any], report: pytest.TestReport) -> None:

@@ -10,7 +10,8 @@ The plugin reaches past their public API where it has no public way to do someth
   `_setupstate.stack`, the fixtures an item's closure holds (`Function._fixtureinfo`), the
   value a session fixture keeps (`FixtureDef.cached_result`), pytest's call phase with its
   reports (`_pytest.runner.call_and_report`), the plugins that act in it (`HookImpl.function`,
-  the `pdbinvoke` plugin) and an item's own keywords (`NodeKeywords._markers`);
+  the `pdbinvoke` plugin), an item's own keywords (`NodeKeywords._markers`) and the output
+  captured in its phases (`Item._report_sections`);
 - the fixtures a test function takes, to call it once per iteration: `Function._fixtureinfo`;
 - drawing a progress bar past pytest's capture: the `capturemanager` plugin's
   `global_and_fixture_disabled`;
@@ -169,6 +170,15 @@ def loop_hooks_are_pytests_own(config: pytest.Config) -> bool:
             if not str(getattr(implementation.function, "__module__", "")).startswith(_OWN_MODULES):
                 return False
     return True
+
+
+def captured_sections(item: pytest.Item) -> list[tuple[str, str]]:
+    """What pytest captured during the item's phases so far (output, log records), as its
+    reports carry it (`Item._report_sections`); empty where pytest does not say."""
+    found = getattr(item, "_report_sections", None)
+    if not isinstance(found, list):
+        return []
+    return [(f"Captured {key} {when}", content) for when, key, content in found]
 
 
 def keywords_of(item: pytest.Item) -> dict[str, Any]:
