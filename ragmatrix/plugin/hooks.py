@@ -860,14 +860,14 @@ class SessionEnd:
             write(f"store: {self.storage_fault}", red=self.ran, yellow=not self.ran)
         for note in self.store_notes:
             write(f"store: {note}", yellow=True)
-        from ragmatrix.report.summary import leaderboard_summary
+        from ragmatrix.report.summary import SummaryInputs, leaderboard_summary
 
         loaded = state.store.load_all()
         # the families the stored rows belong to, each module imported on its own
         families = {name: found for name in loaded if (found := family_named(name)) is not None}
         models_file = state.benchmark_dir / "models.yaml"
         summary = leaderboard_summary(
-            state.store, loaded, families, state.results_dir, models_file, state.compare_variants
+            SummaryInputs(state.store, loaded, families, state.results_dir, models_file, state.compare_variants)
         )
         for note in summary.notes:
             write(f"note: {note}", yellow=True)

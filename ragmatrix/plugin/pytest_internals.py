@@ -146,23 +146,20 @@ _OWN_MODULES = ("_pytest.", "ragmatrix.")
 def call_hooks_are_pytests_own(config: pytest.Config) -> bool:
     """Does nothing but pytest itself and this plugin act in an item's call phase? No other
     plugin or conftest implements its hooks, and no `--pdb` or `--trace` waits to step in."""
-    manager = config.pluginmanager
-    if manager.has_plugin("pdbinvoke") or config.getoption("trace", False):
+    if config.pluginmanager.has_plugin("pdbinvoke") or config.getoption("trace", False):
         return False
-    for name in _CALL_HOOKS:
-        caller = getattr(manager.hook, name, None)
-        if caller is None:
-            return False
-        for implementation in caller.get_hookimpls():
-            if not str(getattr(implementation.function, "__module__", "")).startswith(_OWN_MODULES):
-                return False
-    return True
+    return _only_own_implement(config, _CALL_HOOKS)
 
 
 def loop_hooks_are_pytests_own(config: pytest.Config) -> bool:
     """Does nothing but pytest itself and this plugin implement the run's loop and an item's
     protocol (no xdist controller or worker loop, no plugin wrapping each item)?"""
-    for name in ("pytest_runtestloop", "pytest_runtest_protocol"):
+    return _only_own_implement(config, ("pytest_runtestloop", "pytest_runtest_protocol"))
+
+
+def _only_own_implement(config: pytest.Config, hooks: tuple[str, ...]) -> bool:
+    """Are these hooks implemented by pytest's own plugins and this one only (`HookImpl.function`)?"""
+    for name in hooks:
         caller = getattr(config.pluginmanager.hook, name, None)
         if caller is None:
             return False

@@ -33,22 +33,27 @@ class Summary:
     lines: list[str]  # the tables
 
 
-def leaderboard_summary(
-    store: ResultStore,
-    loaded: Mapping[str, Loaded],
-    families: Mapping[str, Family],
-    results_dir: Path,
-    models_file: Path,
-    variants: bool,
-) -> Summary:
-    """The summary of every stored row (`loaded`, as `store` just loaded them), remembered or
-    made now."""
-    key = _inputs_digest(store, loaded, families, results_dir, models_file, variants)
+@dataclass
+class SummaryInputs:
+    """What the summary is made of: every stored row (`loaded`, as `store` just loaded them),
+    the families they belong to, the cost records beside them and the options that shape it."""
+
+    store: ResultStore
+    loaded: Mapping[str, Loaded]
+    families: Mapping[str, Family]
+    results_dir: Path
+    models_file: Path
+    variants: bool
+
+
+def leaderboard_summary(inputs: SummaryInputs) -> Summary:
+    """The summary of these inputs, remembered or made now."""
+    key = _digest(inputs)
     path = cache_dir() / FILE
     remembered = _read(path, key)
     if remembered is not None:
         return remembered
-    summary = _made(loaded, families, results_dir, models_file, variants)
+    summary = _made(inputs)
     try:
         write_atomically(path, json.dumps({"key": key, **summary.__dict__}), make_folder=True)
     except OSError:
@@ -56,20 +61,22 @@ def leaderboard_summary(
     return summary
 
 
-def _made(
-    loaded: Mapping[str, Loaded], families: Mapping[str, Family], results_dir: Path, models_file: Path, variants: bool
-) -> Summary:
+def _made(inputs: SummaryInputs) -> Summary:
     from ragmatrix.report import remembered_stats
     from ragmatrix.report.aggregate import aggregate
     from ragmatrix.report.cost import load_costs
     from ragmatrix.report.terminal import render
 
     remembered = remembered_stats()
-    rows = {family: data.rows for family, data in loaded.items() if data.rows}
-    tables = aggregate(rows, families, memo=remembered, variants=variants)
+    rows = {family: data.rows for family, data in inputs.loaded.items() if data.rows}
+    tables = aggregate(rows, inputs.families, memo=remembered, variants=inputs.variants)
     remembered.save()
-    costs, cost_problems = load_costs(tables, results_dir, models_file)
-    lines = render(tables, families, variants=variants, costs=costs) if tables.families else ["no results yet"]
+    costs, cost_problems = load_costs(tables, inputs.results_dir, inputs.models_file)
+    lines = (
+        render(tables, inputs.families, variants=inputs.variants, costs=costs)
+        if tables.families
+        else ["no results yet"]
+    )
     return Summary([left.note() for left in tables.left_out], cost_problems, lines)
 
 
@@ -83,25 +90,18 @@ def _read(path: Path, key: str) -> Summary | None:
         return None  # none yet, or unreadable: made again
 
 
-def _inputs_digest(
-    store: ResultStore,
-    loaded: Mapping[str, Loaded],
-    families: Mapping[str, Family],
-    results_dir: Path,
-    models_file: Path,
-    variants: bool,
-) -> str:
+def _digest(inputs: SummaryInputs) -> str:
     digest = hashlib.blake2b()
 
     def add(*parts: object) -> None:
         digest.update(repr(parts).encode("utf-8", "backslashreplace") + b"\0")
 
-    add("variants", variants)
-    for name in sorted(loaded):  # the rows, by the bytes the store read
-        add("rows", name, store.read_digest(name))
-    for name, family in sorted(families.items()):
+    add("variants", inputs.variants)
+    for name in sorted(inputs.loaded):  # the rows, by the bytes the store read
+        add("rows", name, inputs.store.read_digest(name))
+    for name, family in sorted(inputs.families.items()):
         add("family", name, type(family).__module__, family.scoring_version)
-    for path in [models_file, *sorted((results_dir / "costs").glob("*.jsonl"))]:
+    for path in [inputs.models_file, *sorted((inputs.results_dir / "costs").glob("*.jsonl"))]:
         try:
             add("file", path.name, hashlib.blake2b(path.read_bytes()).hexdigest())
         except OSError as error:
