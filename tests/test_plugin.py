@@ -146,9 +146,13 @@ def test_a_model_error_is_one_line_made_without_rendering_the_traceback_first(be
         "    with open('rendered.txt', 'a') as handle:\n"
         "        handle.write(self.nodeid + '\\n')\n"
         "    return render(self, excinfo, *args, **kwargs)\n\n\n"
-        "pytest.Function.repr_failure = counted\n",
+        "pytest.Function.repr_failure = counted\n\n\n"
+        "def pytest_unconfigure(config):  # the class is this process's: put it back\n"
+        "    pytest.Function.repr_failure = render\n",
     )
+    original = pytest.Function.repr_failure
     result = run(bench, "-k", "scripted", "-rf")
+    assert pytest.Function.repr_failure is original  # the run in this process put it back
     failed = result.parseoutcomes()["failed"]
     assert failed >= 2
     result.stdout.fnmatch_lines(["*error in 1 of 1 iteration(s): HTTP 400 BadRequestError: no such model*"])

@@ -26,12 +26,16 @@ class SharedValues:
         """The value held for `key` (`value` itself, the first time)."""
         return self._held.setdefault((kind, key), value)
 
+    def fields_set_of(self, model: BaseModel) -> None:
+        """Share the set of `model`'s given fields (not those of the models inside it)."""
+        given = model.__pydantic_fields_set__
+        object.__setattr__(model, "__pydantic_fields_set__", self.one("fields", frozenset(given), given))
+
     def fields_of(self, value: Any) -> None:
         """Share the field sets of `value` and of every model inside it (in fields, lists,
         tuples and dicts)."""
         if isinstance(value, BaseModel):
-            given = value.__pydantic_fields_set__
-            object.__setattr__(value, "__pydantic_fields_set__", self.one("fields", frozenset(given), given))
+            self.fields_set_of(value)
             for inner in value.__dict__.values():
                 self.fields_of(inner)
             for inner in (value.__pydantic_extra__ or {}).values():

@@ -100,6 +100,7 @@ class ResultStore:
         self._files: dict[str, tuple[int, tuple[int, int]]] = {}  # family -> (fd, identity) for appends
         self._path_texts: dict[str, str] = {}
         self._ends: dict[str, int] = {}  # family -> where this store's last row ended its file
+        self._shared = _Shared()  # what the rows it loads have in common, held as long as they are
         self._prepared: set[str] = set()
 
     def path(self, family: str) -> Path:
@@ -143,12 +144,12 @@ class ResultStore:
             tail_problems: list[str] = []
             for line in handle:
                 if not line.endswith(b"\n"):  # a last line being written, or torn: not kept as read
-                    _parse(path.name, read.lines + 1, line, tail_rows, tail_problems)
+                    _parse(path.name, read.lines + 1, line, tail_rows, tail_problems, self._shared)
                     break
                 read.offset += len(line)
                 read.lines += 1
                 read.digest.update(line)
-                _parse(path.name, read.lines, line, read.rows, read.problems)
+                _parse(path.name, read.lines, line, read.rows, read.problems, self._shared)
         self._read[family] = read
         return Loaded(rows=read.rows + tail_rows, problems=read.problems + tail_problems)
 
@@ -292,11 +293,11 @@ def _compacted(loaded: Loaded, keep: Callable[[Row], bool] | None) -> list[Row] 
     return rows
 
 
-def _parse(name: str, number: int, line: bytes, rows: list[Row], problems: list[str]) -> None:
+def _parse(name: str, number: int, line: bytes, rows: list[Row], problems: list[str], shared: _Shared) -> None:
     if not line.strip():
         return
     try:
-        rows.append(_SHARED.slimmed(Row.model_validate_json(line)))
+        rows.append(shared.slimmed(Row.model_validate_json(line)))
     except ValidationError as error:
         first = error.errors()[0]
         if first["type"] in ("json_invalid", "model_type") and not first["loc"]:
@@ -329,12 +330,8 @@ class _Shared(SharedValues):
         except TypeError:  # a value that cannot be hashed: kept as it is
             pass
         for model in (row, *row.iterations):  # not deeper: a row's metrics hold no models
-            given = model.__pydantic_fields_set__
-            object.__setattr__(model, "__pydantic_fields_set__", self.one("fields", frozenset(given), given))
+            self.fields_set_of(model)
         return row
-
-
-_SHARED = _Shared()
 
 
 class _FamilyLock:

@@ -66,8 +66,12 @@ def run_ragmatrix(folder: Path, server: OpenAIServer) -> tuple[ProcessCost, floa
         shutil.rmtree(cache, ignore_errors=True)
     else:  # the data files stay parsed, as on a user's machine between runs; nothing else is kept
         for kept in cache.iterdir() if cache.is_dir() else ():
-            if kept.name != "documents":
-                shutil.rmtree(kept) if kept.is_dir() else kept.unlink()
+            if kept.name == "documents":
+                continue
+            if kept.is_dir():
+                shutil.rmtree(kept)
+            else:
+                kept.unlink()
     shutil.rmtree(folder / "results", ignore_errors=True)
     command = [sys.executable, "-m", "pytest", "benchmark", "-q", "-p", "no:cacheprovider"]
     command += ["--no-response-cache", "--results-dir", "results", "--run-all", "-k", "served"]
