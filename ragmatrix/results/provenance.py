@@ -1,9 +1,9 @@
 """Where the rows of a run come from: the row format, the ragmatrix version, and the commit of
 the benchmark repository, marked dirty when its files differ from that commit.
 
-Found once per session, when the first row is written. The results folder and the cache folder
-are left out of the dirty check: a run writes to them, and that is no change to what produced
-the results.
+Found once per session, when the first row is written. The results folder, the cache folder
+and Python's bytecode folders are left out of the dirty check: a run writes to them (importing
+the test modules writes `__pycache__`), and that is no change to what produced the results.
 Outside a git checkout, or without git, the commit is unknown (None), never a guess.
 """
 
@@ -17,6 +17,8 @@ from pathlib import Path
 from ragmatrix.results.rows import ROW_FORMAT, Provenance
 
 GIT_TIMEOUT_S = 20
+# Every `__pycache__` folder of the checkout, as a pathspec that `git status` leaves out.
+_BYTECODE = ":(top,exclude,glob)**/__pycache__/**"
 
 
 def ragmatrix_version() -> str | None:
@@ -40,7 +42,7 @@ def git_state(repository: Path, written: Sequence[Path] = ()) -> tuple[str | Non
     if commit is None:
         return None, None
     top = _git(repository, "rev-parse", "--show-toplevel")
-    excluded: list[str] = []
+    excluded = [_BYTECODE]
     for folder in written if top else ():
         try:
             inside = Path(folder).resolve().relative_to(Path(str(top)).resolve())
