@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from ragmatrix.cost import timed_request
 from ragmatrix.cost.device import Device, remote
 from ragmatrix.foundations.cache import SqliteCache
+from ragmatrix.foundations.context import SIGNAL_CHECK_S
 from ragmatrix.foundations.keys import md5_of
 from ragmatrix.foundations.secrets import redact
 from ragmatrix.foundations.untrusted import safe_text
@@ -96,6 +97,8 @@ class LLM:
         self._sent_ahead: set[str] = set()
         # `prefetch` and `achat` run on the run's loop, `left_unused` in the caller's thread.
         self._sent_lock = threading.Lock()
+        # Notified on the loop's thread as each request settles (`_sent_ahead_answers`).
+        self._answer_came = threading.Condition()
         self._first_attempt: asyncio.Event | None = None  # set once the first attempt has ended
         self._secret_names = tuple(sorted(spec.env_names()))
         self._fingerprint: dict[str, Any] | None = None
@@ -154,6 +157,7 @@ class LLM:
         if task is None:
             task = self._answers[key] = asyncio.ensure_future(self._ask(messages, key))
             task.add_done_callback(_retrieve)
+            task.add_done_callback(self._announce)
         return task
 
     async def achat(self, messages: Messages, sample: int | None = None) -> str:
@@ -181,15 +185,38 @@ class LLM:
             self._consumed.add(key)
         return answer.text
 
-    def _arrived(self, messages: Messages) -> tuple[str, Answer] | None:
-        """(key, answer) for `messages` and the current sample when the answer has already
-        arrived (it was sent ahead), so that the caller's thread takes it without a round trip
-        to the loop's; None otherwise."""
-        key = self.cache_key(messages, current_sample.get())
-        task = self._answers.get(key)
-        if task is None or not task.done() or task.cancelled() or task.exception() is not None:
+    def _sent_ahead_answers(self, conversations: list[Messages]) -> list[tuple[str, Answer]] | None:
+        """(key, answer) for each conversation and the current sample when every one was sent
+        ahead (or asked before) and answers: the caller's thread waits for the answers still on
+        their way and takes them without a round trip through the loop (on a large run, the
+        harness is usually ahead of the server, so this wait is the common case). None when
+        any was never asked, failed or was cancelled: `achat` then asks, or raises its error."""
+        sample = current_sample.get()
+        keys = [self.cache_key(messages, sample) for messages in conversations]
+        tasks = [self._answers.get(key) for key in keys]
+        if not all(task is not None for task in tasks):
             return None
-        return key, task.result()
+        waiting = [task for task in tasks if task is not None and not task.done()]
+        if waiting:
+            with self._answer_came:
+                while not all(task.done() for task in waiting):
+                    if not waiting[0].get_loop().is_running():
+                        return None  # a loop that stopped answers nothing more
+                    # Never one wait without a timeout: a Ctrl-C is handled only once this
+                    # thread wakes (see `LoopThread.run`).
+                    self._answer_came.wait(SIGNAL_CHECK_S)
+        answers: list[tuple[str, Answer]] = []
+        for key, task in zip(keys, tasks, strict=True):
+            assert task is not None
+            if task.cancelled() or task.exception() is not None:
+                return None
+            answers.append((key, task.result()))
+        return answers
+
+    def _announce(self, _: asyncio.Task[Answer]) -> None:
+        """On the loop's thread, as a request settles: wake a caller waiting for its answer."""
+        with self._answer_came:
+            self._answer_came.notify_all()
 
     async def _ask(self, messages: Messages, key: str) -> Answer:
         hit = self.cache.get(key) if self.cache is not None else None
@@ -234,14 +261,13 @@ class LLM:
 
     def chat(self, messages: Messages) -> str:
         """Ask once, for the current iteration's sample."""
-        arrived = self._arrived(messages)
-        return self._taken(*arrived) if arrived is not None else aio.run(self.achat(messages))
+        return self.chat_many([messages])[0]
 
     def chat_many(self, conversations: list[Messages]) -> list[str]:
         """Ask many at once; the model's concurrency limit bounds how many are in flight."""
-        arrived = [self._arrived(m) for m in conversations]
-        if all(found is not None for found in arrived):
-            return [self._taken(*found) for found in arrived if found is not None]
+        answered = self._sent_ahead_answers(conversations)
+        if answered is not None:
+            return [self._taken(key, answer) for key, answer in answered]
 
         async def gather() -> list[str]:
             return list(await asyncio.gather(*(self.achat(m) for m in conversations)))
