@@ -135,6 +135,24 @@ def test_cached_items_are_reported_the_same_with_a_plugin_around_each_item_which
     assert len((bench.path / "protocols.txt").read_text().splitlines()) == ALL_ITEMS
 
 
+def test_cached_items_make_no_teardown_report_unless_someone_reads_it(bench, server):
+    run(bench).assert_outcomes(passed=ALL_ITEMS)
+    write(
+        bench.path / "conftest.py",
+        "def pytest_terminal_summary(terminalreporter):  # hears no report itself\n"
+        "    with open('kept.txt', 'w') as handle:\n"
+        "        for category, reports in terminalreporter.stats.items():\n"
+        "            handle.writelines(f'{category} {r.when}\\n' for r in reports if hasattr(r, 'when'))\n",
+    )
+    assert_outcomes(run(bench), cached=ALL_ITEMS)
+    assert sorted((bench.path / "kept.txt").read_text().splitlines()) == ["cached setup"] * ALL_ITEMS
+    junit = bench.path / "junit.xml"
+    assert_outcomes(run(bench, f"--junitxml={junit}"), cached=ALL_ITEMS)
+    kept = sorted((bench.path / "kept.txt").read_text().splitlines())
+    assert kept == [" teardown"] * ALL_ITEMS + ["cached setup"] * ALL_ITEMS
+    assert junit.read_text().count("<skipped") == ALL_ITEMS
+
+
 def test_a_model_error_is_one_line_made_without_rendering_the_traceback_first(bench, server):
     # pytest renders a failure's traceback (parsing the source of every frame) before a hook
     # can replace it; a model's error is reported as its line without that work

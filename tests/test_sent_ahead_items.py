@@ -166,3 +166,40 @@ def test_a_conftest_hook_in_the_call_phase_sees_every_item_and_the_reports_stay_
         ]  # noqa: E501
 
     assert junit("watched.xml") == junit("plain.xml")
+
+
+# What pytest's terminal holds at the end, written by a hook that hears no report itself.
+KEPT_REPORTS = """
+def pytest_terminal_summary(terminalreporter):
+    with open("kept.txt", "w") as handle:
+        for category, reports in terminalreporter.stats.items():
+            for report in reports:
+                if getattr(report, "when", None) is not None:
+                    name = report.nodeid.split("[")[-1].rstrip("]")
+                    handle.write(f"{category or 'quiet'} {name} {report.when}\\n")
+"""
+
+
+def test_no_passed_setup_or_teardown_report_is_made_where_no_one_reads_it(bench, server):
+    write(bench.path / "conftest.py", KEPT_REPORTS)
+    arguments = ["benchmark", "-p", "no:cacheprovider", "-k", "scripted", "--run-all", "-v"]
+    result = bench.runpytest(*arguments)
+    assert_outcomes(result, passed=5)
+    result.stdout.fnmatch_lines([f"*test_rag_interpretation[[]{item}[]] PASSED*" for item in LLM_IDS])
+    kept = recorded(bench, "kept.txt")
+    assert sorted(line for line in kept if line.startswith("passed")) == sorted(f"passed {i} call" for i in LLM_IDS)
+    # the first item (which sends the others ahead) and the last one take pytest's whole protocol
+    quiet = [line for line in kept if line.startswith("quiet")]
+    assert quiet == [f"quiet {item} {when}" for item in (LLM_IDS[0], LLM_IDS[-1]) for when in ("setup", "teardown")]
+
+
+@pytest.mark.parametrize("reader", ["--durations=0", "--junitxml=junit.xml"])
+def test_a_run_that_reads_them_gets_every_phase_report(bench, server, reader):
+    write(bench.path / "conftest.py", KEPT_REPORTS)
+    result = bench.runpytest("benchmark", "-p", "no:cacheprovider", "-k", "scripted", "--run-all", reader)
+    assert_outcomes(result, passed=5)
+    quiet = [line for line in recorded(bench, "kept.txt") if line.startswith("quiet")]
+    assert quiet == [f"quiet {item} {when}" for item in LLM_IDS for when in ("setup", "teardown")]
+    if "junit" in reader:
+        cases = ElementTree.parse(bench.path / "junit.xml").getroot().iter("testcase")
+        assert [case.get("name", "").split("[")[-1].rstrip("]") for case in cases] == LLM_IDS

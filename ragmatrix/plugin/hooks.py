@@ -516,9 +516,24 @@ def _report_cached(item: pytest.Item) -> None:
     where, properties = (item.nodeid, location), item.user_properties
     setup = pytest.TestReport(*where, keywords, "skipped", skipped, "setup", user_properties=properties)
     ihook.pytest_runtest_logreport(report=setup)
-    teardown = pytest.TestReport(*where, keywords, "passed", None, "teardown", user_properties=properties)
-    ihook.pytest_runtest_logreport(report=teardown)
+    if not _passed_phases_unread(item.config):
+        teardown = pytest.TestReport(*where, keywords, "passed", None, "teardown", user_properties=properties)
+        ihook.pytest_runtest_logreport(report=teardown)
     ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=location)
+
+
+_UNREAD = pytest.StashKey[bool]()
+
+
+def _passed_phases_unread(config: pytest.Config) -> bool:
+    """Are passed setup and teardown reports read by no one in this run (only pytest's terminal
+    and its other plugins that ignore them hear reports, no `--durations`)? Then the items
+    reported here make none: on a large matrix they were a third of reporting an item, and
+    the terminal kept every one to the end. Worked out once per session."""
+    unread = config.stash.get(_UNREAD, None)
+    if unread is None:
+        unread = config.stash[_UNREAD] = pytest_internals.passed_phases_unread(config)
+    return unread
 
 
 # Marks that pytest acts on in an item's setup, and options that show or stop at the setup: such
@@ -588,8 +603,8 @@ def _plain_fixtures(item: pytest.Item) -> tuple[str, bool] | None:
 
 
 def _run_without_setup(item: pytest.Item, arguments: dict[str, Any]) -> bool:
-    """An item's reports as pytest makes them (setup, call, teardown), on the arguments its
-    fixtures would have given. Where nothing but pytest itself and this plugin acts in the call
+    """An item's reports as pytest makes them (setup, call, teardown; the passed setup and
+    teardown ones only where someone reads them), on the arguments its fixtures would have given. Where nothing but pytest itself and this plugin acts in the call
     phase, the item runs directly and its call report is made here, as pytest would make it
     (output the test prints is not captured then: a benchmark test prints nothing); else
     pytest's own call phase runs it."""
@@ -598,9 +613,11 @@ def _run_without_setup(item: pytest.Item, arguments: dict[str, Any]) -> bool:
     ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=location)
     keywords = pytest_internals.keywords_of(item)
     where, properties = (item.nodeid, location), item.user_properties
-    ihook.pytest_runtest_logreport(
-        report=pytest.TestReport(*where, keywords, "passed", None, "setup", user_properties=properties)
-    )
+    unread = _passed_phases_unread(item.config)
+    if not unread:
+        ihook.pytest_runtest_logreport(
+            report=pytest.TestReport(*where, keywords, "passed", None, "setup", user_properties=properties)
+        )
     item.funcargs = arguments  # type: ignore[attr-defined]
     pytest_internals.know_location(item, location)
     try:
@@ -614,8 +631,9 @@ def _run_without_setup(item: pytest.Item, arguments: dict[str, Any]) -> bool:
         # As pytest's protocol ends: what the item held goes (its model stays in the registry).
         pytest_internals.forget_arguments(item)
         os.environ.pop("PYTEST_CURRENT_TEST", None)
-    teardown = pytest.TestReport(*where, keywords, "passed", None, "teardown", user_properties=item.user_properties)
-    ihook.pytest_runtest_logreport(report=teardown)
+    if not unread:
+        teardown = pytest.TestReport(*where, keywords, "passed", None, "teardown", user_properties=item.user_properties)
+        ihook.pytest_runtest_logreport(report=teardown)
     ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=location)
     return True
 

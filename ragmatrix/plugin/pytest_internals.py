@@ -10,8 +10,9 @@ The plugin reaches past their public API where it has no public way to do someth
   `_setupstate.stack`, the fixtures an item's closure holds (`Function._fixtureinfo`), the
   value a session fixture keeps (`FixtureDef.cached_result`), pytest's call phase with its
   reports (`_pytest.runner.call_and_report`), the plugins that act in it (`HookImpl.function`,
-  the `pdbinvoke` plugin), an item's own keywords (`NodeKeywords._markers`) and the output
-  captured in its phases (`Item._report_sections`);
+  the `pdbinvoke` plugin), an item's own keywords (`NodeKeywords._markers`), the output
+  captured in its phases (`Item._report_sections`) and which of pytest's plugins ignore a
+  passed setup or teardown report (by their modules' names);
 - the fixtures a test function takes, to call it once per iteration: `Function._fixtureinfo`;
 - drawing a progress bar past pytest's capture: the `capturemanager` plugin's
   `global_and_fixture_disabled`;
@@ -166,6 +167,35 @@ def _only_own_implement(config: pytest.Config, hooks: tuple[str, ...]) -> bool:
         for implementation in caller.get_hookimpls():
             if not str(getattr(implementation.function, "__module__", "")).startswith(_OWN_MODULES):
                 return False
+    return True
+
+
+# pytest's plugins whose `pytest_runtest_logreport` does nothing with a passed setup or teardown
+# report but keep it (the terminal's `stats[""]`, read by `--durations` alone) or ignore it
+# (the session's failure count, the last-failed and step-wise caches, log capture's phase).
+# JUnit XML (`_pytest.junitxml`) writes an item's entry at its teardown report, and an xdist
+# worker sends every report to the controller: neither is here.
+_PASSED_PHASES_IGNORED_BY = (
+    "_pytest.terminal",
+    "_pytest.main",
+    "_pytest.logging",
+    "_pytest.cacheprovider",
+    "_pytest.stepwise",
+)
+
+
+def passed_phases_unread(config: pytest.Config) -> bool:
+    """Would a passed setup or teardown report go unread in this run? Only pytest's plugins
+    above and this one hear reports, and no `--durations` table lists the phases' times."""
+    if config.getoption("durations", None) is not None:
+        return False
+    caller = getattr(config.pluginmanager.hook, "pytest_runtest_logreport", None)
+    if caller is None:
+        return False
+    for implementation in caller.get_hookimpls():
+        module = str(getattr(implementation.function, "__module__", ""))
+        if module not in _PASSED_PHASES_IGNORED_BY and not module.startswith("ragmatrix."):
+            return False
     return True
 
 
