@@ -61,12 +61,29 @@ class Case(Generic[InputT, ExpectedT]):
     choices: tuple[tuple[str, str], ...]  # (input field, variant name), in YAML order
     input: InputT  # the family schema's validated input
     expected: ExpectedT
-    raw: dict[str, Any] = field(repr=False)  # input and expected as written, variants resolved
+    # `input` and `expected` as written, every variant set whole: one mapping shared by all the
+    # variants of a YAML case (a large suite holds its cases by the hundred thousand); `raw`
+    # resolves a case's own choices from it.
+    written: dict[str, Any] = field(repr=False)
     file: str = ""
     metadata: dict[str, Any] = field(default_factory=dict, repr=False)
     # The data file's folder: relative paths a case names (corpora, datasets) start here.
     # It is not part of the key, so moving a checkout does not change results.
     directory: Path = field(default=Path("."), repr=False, compare=False)
+    # Input fields this case leaves out (the prompt fields, for a model that reads no prompt).
+    left_out: frozenset[str] = field(default=frozenset(), repr=False)
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        """`input` and `expected` as written, with this case's variant chosen in each variant set."""
+        chosen = dict(self.choices)
+        written = self.written["input"]
+        resolved = {
+            key: written[key][chosen[key]] if key in chosen else value
+            for key, value in written.items()
+            if key not in self.left_out
+        }
+        return {"input": resolved, "expected": self.written["expected"]}
 
     @property
     def source(self) -> str:
@@ -86,9 +103,5 @@ class Case(Generic[InputT, ExpectedT]):
     def content(self) -> dict[str, Any]:
         """What goes into the result key. Variant choices are a mapping, so that reordering
         the variant fields in YAML does not change the key."""
-        return {
-            "case": self.name,
-            "input": self.raw["input"],
-            "expected": self.raw["expected"],
-            "variant": dict(self.choices),
-        }
+        raw = self.raw
+        return {"case": self.name, "input": raw["input"], "expected": raw["expected"], "variant": dict(self.choices)}

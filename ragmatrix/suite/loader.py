@@ -64,8 +64,7 @@ def without_prompts(cases: list[Case]) -> list[Case]:
         if (case.name, choices) in seen:
             continue
         seen.add((case.name, choices))
-        raw_input = {k: v for k, v in case.raw["input"].items() if k not in prompts}
-        collapsed.append(replace(case, choices=choices, raw={**case.raw, "input": raw_input}))
+        collapsed.append(replace(case, choices=choices, left_out=frozenset(prompts & set(case.written["input"]))))
     return collapsed
 
 
@@ -277,6 +276,7 @@ def expand_case(
     expected = raw.get("expected", {})
     variant_names = {key for key, _ in variant_fields}
     expanded: list[Case] = []
+    written = {"input": raw_input, "expected": expected}  # shared by the variants (`Case.raw`)
     for combination in itertools.product(*(choices for _, choices in variant_fields)):
         choices = tuple((key, choice) for (key, _), choice in zip(variant_fields, combination, strict=True))
         resolved = dict(raw_input)
@@ -298,7 +298,7 @@ def expand_case(
             choices=choices,
             input=fields["input"],
             expected=fields["expected"],
-            raw=content,
+            written=written,
             file=file,
             metadata=metadata,
             directory=directory,
