@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import textwrap
 import tracemalloc
 from pathlib import Path
@@ -220,6 +221,35 @@ def test_prompt_variants_collapse_for_models_that_read_no_prompt(tmp_path):
     assert all("instruction" not in c.content()["input"] for c in collapsed)
     assert collapsed[0].content()["variant"] == {"fragments": "short"}
     assert len({key_of(c) for c in collapsed}) == 2
+    # a collapsed case reads the input of the wording it stands for, the instruction included
+    assert collapsed[1].input == cases[1].input and collapsed[1].input.instruction == "Relevant? yes or no."
+
+
+def test_a_suite_holds_no_validated_case_until_one_is_read(tmp_path):
+    lines = ["rag_interpretation:"]
+    for index in range(300):
+        lines += [
+            f"  - case: c{index}",
+            "    input:",
+            f"      prompt: Question {index}?",
+            '      instruction: {simple: "Relevant?", strict: "One word: relevant?"}',
+            f'      fragments: ["Fragment {index}."]',
+            '    expected: {answer: "yes"}',
+        ]
+    from ragmatrix.families.rag import RagExpected, RagInput
+
+    def alive() -> int:  # validated RAG fields in this process (earlier tests read cases too)
+        gc.collect()
+        return sum(isinstance(o, RagInput | RagExpected) for o in gc.get_objects())
+
+    before = alive()
+    suite = suite_of(tmp_path, "\n".join(lines) + "\n")
+    assert alive() == before  # 600 cases, every one validated while loading, none kept validated
+    case = suite.cases["rag_interpretation"][3]
+    assert case.input is case.input  # an item reads its case several times: validated once
+    assert (case.input.prompt, case.input.instruction) == ("Question 1?", "One word: relevant?")
+    assert case.expected.answer == "yes"
+    assert alive() == before + 2
 
 
 # --- strict reading -----------------------------------------------------------------------------

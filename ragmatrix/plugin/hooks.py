@@ -604,8 +604,9 @@ def _plain_fixtures(item: pytest.Item) -> tuple[str, bool] | None:
 
 def _run_without_setup(item: pytest.Item, arguments: dict[str, Any]) -> bool:
     """An item's reports as pytest makes them (setup, call, teardown; the passed setup and
-    teardown ones only where someone reads them), on the arguments its fixtures would have given. Where nothing but pytest itself and this plugin acts in the call
-    phase, the item runs directly and its call report is made here, as pytest would make it
+    teardown ones only where someone reads them), on the arguments its fixtures would have
+    given. Where nothing but pytest itself and this plugin acts in the call phase, the item
+    runs directly and its call report is made here, as pytest would make it
     (output the test prints is not captured then: a benchmark test prints nothing); else
     pytest's own call phase runs it."""
     ihook = item.ihook

@@ -7,9 +7,13 @@ stand on it without importing each other.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, NamedTuple, TypeVar
+
+from pydantic import BaseModel
 
 from ragmatrix.foundations.untrusted import safe_line
 
@@ -49,21 +53,25 @@ class Skipped(NamedTuple):
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Case(Generic[InputT, ExpectedT]):
     """One expanded case: the unit a test function receives as `case`.
 
     Generic in what its family's schema validates: a RAG case is a
-    `Case[RagInput, RagExpected]`, so that a family's functions are checked against its fields."""
+    `Case[RagInput, RagExpected]`, so that a family's functions are checked against its fields.
+
+    A case keeps what it was written as, and its `input` and `expected` are validated when they
+    are read: a large suite holds its cases by the hundred thousand, most of them never read
+    (the wordings a model that reads no prompt skips), and a validated pair was half of what
+    a case held. The loader validated each one already, so reading one cannot fail."""
 
     family: str
     name: str
     choices: tuple[tuple[str, str], ...]  # (input field, variant name), in YAML order
-    input: InputT  # the family schema's validated input
-    expected: ExpectedT
+    # The family's schema: a pydantic model of `input` and `expected` (`RagCase`).
+    schema: type[BaseModel] = field(repr=False)
     # `input` and `expected` as written, every variant set whole: one mapping shared by all the
-    # variants of a YAML case (a large suite holds its cases by the hundred thousand); `raw`
-    # resolves a case's own choices from it.
+    # variants of a YAML case; `raw` resolves a case's own choices from it.
     written: dict[str, Any] = field(repr=False)
     file: str = ""
     metadata: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -72,18 +80,37 @@ class Case(Generic[InputT, ExpectedT]):
     directory: Path = field(default=Path("."), repr=False, compare=False)
     # Input fields this case leaves out (the prompt fields, for a model that reads no prompt).
     left_out: frozenset[str] = field(default=frozenset(), repr=False)
+    # The choices `input` is validated with: the case's own, or, for a case collapsed for a
+    # model that reads no prompt, those of the wording it was collapsed from (None: its own).
+    validated_as: tuple[tuple[str, str], ...] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def input(self) -> InputT:
+        """The family schema's validated input."""
+        return _RECENTLY_READ.fields_of(self)["input"]  # type: ignore[no-any-return]
+
+    @property
+    def expected(self) -> ExpectedT:
+        return _RECENTLY_READ.fields_of(self)["expected"]  # type: ignore[no-any-return]
+
+    def validated(self) -> dict[str, Any]:
+        """The schema's fields (`input`, `expected`), validated anew from what was written."""
+        resolved = self._resolved(self.validated_as or self.choices, frozenset())
+        return dict(self.schema.model_validate({"input": resolved, "expected": self.written["expected"]}))
 
     @property
     def raw(self) -> dict[str, Any]:
         """`input` and `expected` as written, with this case's variant chosen in each variant set."""
-        chosen = dict(self.choices)
+        return {"input": self._resolved(self.choices, self.left_out), "expected": self.written["expected"]}
+
+    def _resolved(self, choices: tuple[tuple[str, str], ...], left_out: frozenset[str]) -> dict[str, Any]:
+        chosen = dict(choices)
         written = self.written["input"]
-        resolved = {
+        return {
             key: written[key][chosen[key]] if key in chosen else value
             for key, value in written.items()
-            if key not in self.left_out
+            if key not in left_out
         }
-        return {"input": resolved, "expected": self.written["expected"]}
 
     @property
     def source(self) -> str:
@@ -105,3 +132,30 @@ class Case(Generic[InputT, ExpectedT]):
         the variant fields in YAML does not change the key."""
         raw = self.raw
         return {"case": self.name, "input": raw["input"], "expected": raw["expected"], "variant": dict(self.choices)}
+
+
+class _RecentlyRead:
+    """The validated fields of the cases read last, so that an item's several reads of its
+    case validate it once. Bounded: a run reads its items' cases a window at a time."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        # id(case) -> (case, fields); holding the case keeps its id from being reused
+        self._held: OrderedDict[int, tuple[Case[Any, Any], dict[str, Any]]] = OrderedDict()
+        self._lock = threading.Lock()  # items, the scheduler's thread and the loop's read cases
+
+    def fields_of(self, case: Case[Any, Any]) -> dict[str, Any]:
+        with self._lock:
+            held = self._held.get(id(case))
+            if held is not None and held[0] is case:
+                self._held.move_to_end(id(case))
+                return held[1]
+        fields = case.validated()
+        with self._lock:
+            self._held[id(case)] = (case, fields)
+            if len(self._held) > self.size:
+                self._held.popitem(last=False)
+        return fields
+
+
+_RECENTLY_READ = _RecentlyRead(4096)

@@ -64,7 +64,9 @@ def without_prompts(cases: list[Case]) -> list[Case]:
         if (case.name, choices) in seen:
             continue
         seen.add((case.name, choices))
-        collapsed.append(replace(case, choices=choices, left_out=frozenset(prompts & set(case.written["input"]))))
+        left_out = frozenset(prompts & set(case.written["input"]))
+        left_out = _SHARED.one("left out", left_out, left_out)
+        collapsed.append(replace(case, choices=choices, left_out=left_out, validated_as=case.choices))
     return collapsed
 
 
@@ -272,32 +274,30 @@ def expand_case(
         )
         return problem()
 
-    metadata = {k: raw[k] for k in METADATA_FIELDS if k in raw}
+    metadata = {k: raw[k] for k in METADATA_FIELDS if k in raw} or _NO_METADATA
     expected = raw.get("expected", {})
     variant_names = {key for key, _ in variant_fields}
     expanded: list[Case] = []
     written = {"input": raw_input, "expected": expected}  # shared by the variants (`Case.raw`)
     for combination in itertools.product(*(choices for _, choices in variant_fields)):
-        choices = tuple((key, choice) for (key, _), choice in zip(variant_fields, combination, strict=True))
+        pairs = zip((key for key, _ in variant_fields), combination, strict=True)
+        choices = tuple(_SHARED.one("choice", pair, pair) for pair in pairs)
         resolved = dict(raw_input)
         for key, choice in choices:
             resolved[key] = raw_input[key][choice]
         content = {"input": resolved, "expected": expected}
         try:
-            validated: Any = schema.model_validate(content)
+            schema.model_validate(content)  # kept by no one: a case validates itself when read
         except ValidationError as error:
             errors += _located(error, dict(choices), variant_names, skip=missing)
             continue
         if errors:
             continue  # keep looking for errors, but build nothing
-        fields = dict(validated)  # the schema's fields, as validated (a schema is any BaseModel)
-        _SHARED.fields_of(fields)  # a large suite holds its cases by the hundred thousand
-        case = Case(
+        case: Case[Any, Any] = Case(
             family=family,
             name=name,
             choices=choices,
-            input=fields["input"],
-            expected=fields["expected"],
+            schema=schema,
             written=written,
             file=file,
             metadata=metadata,
@@ -309,7 +309,10 @@ def expand_case(
     return (expanded, None) if not errors else problem()
 
 
+# What many cases hold alike (a variant choice, the prompt fields left out), held once: a large
+# suite holds its cases by the hundred thousand.
 _SHARED = SharedValues()
+_NO_METADATA: dict[str, Any] = {}
 
 # Past this many, a case's problem line names how many more there are.
 ERRORS_SHOWN = 20
