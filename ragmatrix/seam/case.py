@@ -136,7 +136,8 @@ class Case(Generic[InputT, ExpectedT]):
 
 class _RecentlyRead:
     """The validated fields of the cases read last, so that an item's several reads of its
-    case validate it once. Bounded: a run reads its items' cases a window at a time."""
+    case validate it once. Bounded, first in first out: a run reads its items' cases a window
+    at a time, in order."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -145,11 +146,9 @@ class _RecentlyRead:
         self._lock = threading.Lock()  # items, the scheduler's thread and the loop's read cases
 
     def fields_of(self, case: Case[Any, Any]) -> dict[str, Any]:
-        with self._lock:
-            held = self._held.get(id(case))
-            if held is not None and held[0] is case:
-                self._held.move_to_end(id(case))
-                return held[1]
+        held = self._held.get(id(case))  # one dict read: atomic under the GIL
+        if held is not None and held[0] is case:
+            return held[1]
         fields = case.validated()
         with self._lock:
             self._held[id(case)] = (case, fields)
