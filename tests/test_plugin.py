@@ -153,6 +153,18 @@ def test_cached_items_make_no_teardown_report_unless_someone_reads_it(bench, ser
     assert junit.read_text().count("<skipped") == ALL_ITEMS
 
 
+def test_items_that_count_alike_share_one_mapping_of_counts_in_the_reports_kept():
+    from ragmatrix.plugin import runner
+
+    first = runner._shared_counts({"calls": 0, "texts_embedded": 2})
+    again = runner._shared_counts({"texts_embedded": 2, "calls": 0})
+    other = runner._shared_counts({"calls": 1, "prompt_tokens": 40})
+    assert again is first and other is not first and other == {"calls": 1, "prompt_tokens": 40}
+    for tokens in range(runner._COUNTS_HELD + 1):  # counts that differ item by item: the memo stays small
+        runner._shared_counts({"calls": 1, "prompt_tokens": tokens})
+    assert len(runner._COUNTS) <= runner._COUNTS_HELD
+
+
 def test_a_model_error_is_one_line_made_without_rendering_the_traceback_first(bench, server):
     # pytest renders a failure's traceback (parsing the source of every frame) before a hook
     # can replace it; a model's error is reported as its line without that work

@@ -40,6 +40,8 @@ def test_an_xdist_worker_shows_its_queue_of_items(pytester: pytest.Pytester):
 def test_what_the_plugin_reads_through_them(pytester: pytest.Pytester):
     pytester.makepyfile(
         test_read="""
+        import pytest
+
         from ragmatrix.plugin import pytest_internals
 
 
@@ -47,6 +49,12 @@ def test_what_the_plugin_reads_through_them(pytester: pytest.Pytester):
             assert pytest_internals.fixture_names(request.node) == ("request", "tmp_path")
             stack = pytest_internals.setup_stack(request.node.session)
             assert stack is not None and stack[-1] is request.node
+            # a report given the item's structured id keeps it, where pytest has one, unparsed
+            given = pytest_internals.report_node_id(request.node)
+            report = pytest.TestReport(given, request.node.location, {}, "passed", None, "call")
+            assert report.nodeid == request.node.nodeid
+            if int(pytest.__version__.split(".")[0]) >= 9:
+                assert given is request.node.id and report._id is given
         """
     )
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)

@@ -336,23 +336,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             pytrace=False,
         )
     kind = kinds[0]
-    cases = state.suite.cases.get(name, [])
     marker = metafunc.definition.get_closest_marker("cases")
     # A keyword, not a positional argument: pytest.mark.x(callable) would decorate it.
     predicate = marker.kwargs["where"] if marker is not None else None
-    if predicate is not None:
-        cases = [c for c in cases if predicate(c)]
     test = metafunc.function.__name__
     uses_evaluator = "evaluator" in metafunc.fixturenames
     params = []
-    collapsed: list[Case] | None = None  # the cases as a model that reads no prompt sees them
+    # The cases as a model that reads prompts sees them, and collapsed as one that reads none
+    # sees them (collapsed once per session), each filtered only when such a model is listed:
+    # the filter reads each case's validated fields.
+    as_read: list[Case] | None = None
+    collapsed: list[Case] | None = None
     cached = pytest.mark.skip(reason=CACHED)  # marks are shared by the items: a large matrix has many
     for spec in state.models.of_kind(kind):
+        if spec.reads_prompts and as_read is None:
+            as_read = [c for c in state.suite.cases.get(name, []) if predicate is None or predicate(c)]
         if not spec.reads_prompts and collapsed is None:
-            # Collapsed once per session; the filter then sees each case as such a model does.
             collapsed = [c for c in state.suite.without_prompts(name) if predicate is None or predicate(c)]
         group = pytest.mark.xdist_group(spec.id)
-        for case in cases if spec.reads_prompts else collapsed or []:
+        for case in (as_read if spec.reads_prompts else collapsed) or []:
             marks = [group]
             plan = state.plan(metafunc.module.__name__, test, family, spec, case, uses_evaluator)
             if plan.skip_reason:
@@ -361,7 +363,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 marks.append(cached)
             params.append(pytest.param(spec, case, id=f"{spec.id}-{case.id}", marks=marks))
     if not params:
-        reason = f"no {kind} in the matrix (see the session header)" if cases else f"no {name} cases"
+        any_case = any(predicate is None or predicate(c) for c in state.suite.cases.get(name, []))
+        reason = f"no {kind} in the matrix (see the session header)" if any_case else f"no {name} cases"
         params = [pytest.param(None, None, id=f"no-{kind}", marks=pytest.mark.skip(reason=reason))]
     metafunc.parametrize([kind, "case"], params, indirect=[kind])
 
@@ -513,7 +516,7 @@ def _report_cached(item: pytest.Item) -> None:
     location, skipped = _where(item)
     ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=location)
     keywords = pytest_internals.keywords_of(item)
-    where, properties = (item.nodeid, location), item.user_properties
+    where, properties = (pytest_internals.report_node_id(item), location), item.user_properties
     setup = pytest.TestReport(*where, keywords, "skipped", skipped, "setup", user_properties=properties)
     ihook.pytest_runtest_logreport(report=setup)
     if not _passed_phases_unread(item.config):
@@ -613,7 +616,7 @@ def _run_without_setup(item: pytest.Item, arguments: dict[str, Any]) -> bool:
     location, _ = _where(item)
     ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=location)
     keywords = pytest_internals.keywords_of(item)
-    where, properties = (item.nodeid, location), item.user_properties
+    where, properties = (pytest_internals.report_node_id(item), location), item.user_properties
     unread = _passed_phases_unread(item.config)
     if not unread:
         ihook.pytest_runtest_logreport(
@@ -660,7 +663,7 @@ def _call_report(
     )
     if call.excinfo is None:
         return pytest.TestReport(
-            item.nodeid, location, keywords, "passed", None, "call",
+            pytest_internals.report_node_id(item), location, keywords, "passed", None, "call",
             duration=call.duration, start=call.start, stop=call.stop, user_properties=item.user_properties,
         )  # fmt: skip
     return pytest_runtest_makereport(item, call) or pytest.TestReport.from_item_and_call(item, call)
@@ -750,7 +753,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     if not isinstance(error, (StorageError, *_ONE_LINE_ERRORS)):
         return None
     report = pytest.TestReport(
-        item.nodeid,
+        pytest_internals.report_node_id(item),
         item.location,
         pytest_internals.keywords_of(item),
         "failed",

@@ -11,8 +11,9 @@ The plugin reaches past their public API where it has no public way to do someth
   value a session fixture keeps (`FixtureDef.cached_result`), pytest's call phase with its
   reports (`_pytest.runner.call_and_report`), the plugins that act in it (`HookImpl.function`,
   the `pdbinvoke` plugin), an item's own keywords (`NodeKeywords._markers`), the output
-  captured in its phases (`Item._report_sections`) and which of pytest's plugins ignore a
-  passed setup or teardown report (by their modules' names);
+  captured in its phases (`Item._report_sections`), which of pytest's plugins ignore a
+  passed setup or teardown report (by their modules' names) and the structured id pytest 9
+  gives its reports (`Item.id`);
 - the fixtures a test function takes, to call it once per iteration: `Function._fixtureinfo`;
 - drawing a progress bar past pytest's capture: the `capturemanager` plugin's
   `global_and_fixture_disabled`;
@@ -197,6 +198,16 @@ def passed_phases_unread(config: pytest.Config) -> bool:
         if module not in _PASSED_PHASES_IGNORED_BY and not module.startswith("ragmatrix."):
             return False
     return True
+
+
+def report_node_id(item: pytest.Item) -> Any:
+    """The item's id as pytest's own reports are given it: the structured id pytest 9 parsed
+    once for the item (`Item.id`, a `NodeId`), or its text before. A report given the text
+    parses it again, and the terminal keeps every report: about 0.5 KB an item."""
+    structured = getattr(item, "id", None)
+    if structured is not None and not isinstance(structured, str) and str(structured) == item.nodeid:
+        return structured
+    return item.nodeid
 
 
 def captured_sections(item: pytest.Item) -> list[tuple[str, str]]:
