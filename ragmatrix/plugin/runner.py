@@ -15,6 +15,7 @@ import pytest
 
 from ragmatrix import cost
 from ragmatrix.foundations.secrets import redact
+from ragmatrix.foundations.shared_values import SharedValues
 from ragmatrix.foundations.storage import StorageError
 from ragmatrix.foundations.untrusted import safe_data, safe_text
 from ragmatrix.models.client import MODEL_DOWN, ModelError
@@ -126,19 +127,11 @@ def run_item(item: pytest.Function, plan: ItemPlan, state: BenchmarkState) -> No
 
 def _shared_counts(usage: dict[str, Any]) -> dict[str, Any]:
     """Equal counts held once: every item's report keeps its counts to the end of the run, and
-    the items of an embedder or a cached answer mostly count alike. Counts that differ item by
-    item (an LLM's tokens) are not worth a memo: it is emptied when it holds many."""
-    key = tuple(sorted(usage.items()))
-    held = _COUNTS.get(key)
-    if held is None:
-        if len(_COUNTS) >= _COUNTS_HELD:
-            _COUNTS.clear()
-        held = _COUNTS[key] = usage
-    return held
+    the items of an embedder or a cached answer mostly count alike."""
+    return _COUNTS.one("usage", tuple(sorted(usage.items())), usage)  # type: ignore[no-any-return]
 
 
-_COUNTS: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}  # read, never changed
-_COUNTS_HELD = 1024
+_COUNTS = SharedValues(held_at_most=1024)  # read, never changed: the session's totals add them up
 
 
 def record_setup_error(plan: ItemPlan, state: BenchmarkState, message: str) -> None:
