@@ -87,10 +87,9 @@ class _Delta:
     cpus: int | None = None
 
     def touch(self) -> None:
-        now = datetime.now(UTC).isoformat(timespec="seconds")
+        now, load, self.cpus = _moment()
         self.first = self.first or now
         self.last = now
-        load, self.cpus = load_now()
         self.load_average = _larger(self.load_average, load)
 
     def record(self, key: Key, session: str, price: tuple[AnyPrice | None, str] | None) -> CostRecord:
@@ -274,6 +273,20 @@ class Meter:
 
 
 current_meter: ContextVar[Meter | None] = ContextVar("current_meter", default=None)
+
+
+_read_at: tuple[int, tuple[str, float | None, int | None]] = (-1, ("", None, None))
+
+
+def _moment() -> tuple[str, float | None, int | None]:
+    """The time (to the second) and the machine's load, read at most once a second: a run counts
+    many requests a second, and neither reading changes faster (the kernel updates its load
+    average every 5 seconds)."""
+    global _read_at
+    second = int(time.monotonic())
+    if _read_at[0] != second:
+        _read_at = (second, (datetime.now(UTC).isoformat(timespec="seconds"), *load_now()))
+    return _read_at[1]
 
 
 def _larger(a: float | None, b: float | None) -> float | None:

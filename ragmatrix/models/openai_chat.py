@@ -103,6 +103,7 @@ class OpenAIChat(ChatProvider):
         self.spec = spec
         self.http = http.HttpSession(self.endpoint(), connections=spec.concurrency)
         self.served: str | None = None  # the model id the server says answered
+        self._device: tuple[str | None, Device] | None = None  # for `served`, as `device` made it
         http.import_meanwhile()  # on the loop's thread, queued before any request of this model
 
     # -- what is sent --------------------------------------------------------------------------
@@ -190,7 +191,11 @@ class OpenAIChat(ChatProvider):
         return price.usd(int(tokens.get("prompt_tokens") or 0), int(tokens.get("completion_tokens") or 0))
 
     def device(self) -> Device:
-        return remote(self.endpoint(), {"model": self.served or self.body([])["model"]})
+        """The server, and the model it says answered; worked out again only when that changes
+        (every answer's cost figures ask for it)."""
+        if self._device is None or self._device[0] != self.served:
+            self._device = (self.served, remote(self.endpoint(), {"model": self.served or self.body([])["model"]}))
+        return self._device[1]
 
     # -- failures ------------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ an error row; nothing failed is cached.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -241,12 +242,20 @@ class Scheduler:
         return at once: the loop reads the answers as they arrive while the items run."""
         self.requests_sent += len(requests)
         self.outstanding += len(requests)
-        self._statistics_meanwhile()
 
         async def start_all() -> None:
+            first: asyncio.Future[object] | None = None
             for model, messages, sample, *family in requests:
                 with cost.working_on(*family) if family else nullcontext():  # each task keeps its family
-                    model.prefetch(messages, sample)
+                    asked = model.prefetch(messages, sample)
+                if first is None:
+                    first = asyncio.ensure_future(asked)
+            # Once the first answer is in, the run mostly waits for the others: scipy's import
+            # then takes no CPU from the start (the HTTP client's import, the first requests).
+            if first is None:
+                self._statistics_meanwhile()
+            else:
+                first.add_done_callback(lambda _: self._statistics_meanwhile())
 
         aio.run(start_all())
 
