@@ -58,3 +58,40 @@ def test_what_the_plugin_reads_through_them(pytester: pytest.Pytester):
         """
     )
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_an_items_skip_mark_and_hook_proxy_are_the_ones_pytest_would_use(pytester: pytest.Pytester):
+    pytester.makepyfile(
+        test_marks="""
+        import pytest
+
+        pytestmark = pytest.mark.skip(reason="module")
+
+
+        @pytest.mark.skip(reason="own")
+        @pytest.mark.parametrize("x", [1, pytest.param(2, marks=pytest.mark.skip(reason="param"))])
+        def test_own(x):
+            pass
+
+
+        def test_inherited():
+            pass
+        """
+    )
+    pytester.makeconftest(
+        """
+        from ragmatrix.plugin import pytest_internals
+
+
+        def pytest_collection_finish(session):
+            for item in session.items:
+                mark = pytest_internals.skip_mark(item)
+                closest = item.get_closest_marker("skip")
+                assert mark is not None and mark.kwargs == closest.kwargs, item.nodeid
+                assert pytest_internals.hook_proxy(item) is pytest_internals.hook_proxy(item)
+                assert type(pytest_internals.hook_proxy(item)) is type(item.ihook)
+            reasons = [pytest_internals.skip_mark(item).kwargs["reason"] for item in session.items]
+            assert reasons == ["own", "own", "module"], reasons
+        """
+    )
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(skipped=3)

@@ -92,6 +92,22 @@ def test_compaction_drops_only_what_keep_rejects(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
+def test_after_compaction_the_store_remembers_exactly_the_file_it_wrote(tmp_path):
+    import hashlib
+
+    store = ResultStore(tmp_path)
+    for item in "cab":
+        store.append("fam", row(item, 1, answer="ünïcode " * 50))
+    store.compact("fam")
+    written = store.path("fam").read_bytes()
+    # the view kept from the write is the file's: its digest, and a row appended next continues it
+    size = len(written)
+    assert store.read_digest("fam") == f"{hashlib.blake2b(written).hexdigest()}:{size}:{size}"
+    store.append("fam", row("d", 1))
+    assert [r.item for r in store.load("fam").rows] == ["a", "b", "c", "d"]
+    assert [r.item for r in ResultStore(tmp_path).load("fam").rows] == ["a", "b", "c", "d"]
+
+
 def _writer(directory: str, worker: int, count: int) -> None:
     store = ResultStore(directory)
     for index in range(count):

@@ -484,7 +484,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
 
 
 def _reported_as_cached(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
-    marker = item.get_closest_marker("skip")
+    marker = pytest_internals.skip_mark(item)
     if marker is None or marker.kwargs.get("reason") != CACHED or not _nothing_to_tear_down(item, nextitem):
         return False
     _report_cached(item)
@@ -503,7 +503,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
       a clean teardown; its model is the one the scheduler already built.
 
     Anything else, and any item where pytest would tear something down after it, runs as usual."""
-    if item.get_closest_marker("skip") is not None:
+    if pytest_internals.skip_mark(item) is not None:
         return True if _reported_as_cached(item, nextitem) else None
     arguments = _sent_ahead_arguments(item)
     if arguments is None or not _nothing_to_tear_down(item, nextitem):
@@ -512,7 +512,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def _report_cached(item: pytest.Item) -> None:
-    ihook = item.ihook
+    ihook = pytest_internals.hook_proxy(item)
     location, skipped = _where(item)
     ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=location)
     keywords = pytest_internals.keywords_of(item)
@@ -612,7 +612,7 @@ def _run_without_setup(item: pytest.Item, arguments: dict[str, Any]) -> bool:
     runs directly and its call report is made here, as pytest would make it
     (output the test prints is not captured then: a benchmark test prints nothing); else
     pytest's own call phase runs it."""
-    ihook = item.ihook
+    ihook = pytest_internals.hook_proxy(item)
     location, _ = _where(item)
     ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=location)
     keywords = pytest_internals.keywords_of(item)
@@ -719,7 +719,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     before any model work is spent."""
     state = item.config.stash.get(STATE_KEY, None)
     plan = runner.plan_for(item, state) if state is not None else None
-    if state is None or plan is None or plan.skip_reason or item.get_closest_marker("skip") is not None:
+    if state is None or plan is None or plan.skip_reason or pytest_internals.skip_mark(item) is not None:
         return
     state.store.prepare(plan.family.name)
 

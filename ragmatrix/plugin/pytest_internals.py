@@ -203,11 +203,42 @@ def passed_phases_unread(config: pytest.Config) -> bool:
 def report_node_id(item: pytest.Item) -> Any:
     """The item's id as pytest's own reports are given it: the structured id pytest 9 parsed
     once for the item (`Item.id`, a `NodeId`), or its text before. A report given the text
-    parses it again, and the terminal keeps every report: about 0.5 KB an item."""
+    parses it again, and the terminal keeps every report: about 0.5 KB an item. That the
+    structured id spells the item's node id is checked on the session's first item."""
+    global _structured_ids
     structured = getattr(item, "id", None)
-    if structured is not None and not isinstance(structured, str) and str(structured) == item.nodeid:
-        return structured
-    return item.nodeid
+    if structured is None or isinstance(structured, str):
+        return item.nodeid
+    if _structured_ids is None:
+        _structured_ids = str(structured) == item.nodeid
+    return structured if _structured_ids else item.nodeid
+
+
+_structured_ids: bool | None = None  # does `Item.id` spell the node id (this pytest)?
+
+
+def hook_proxy(item: pytest.Item) -> Any:
+    """`item.ihook`, worked out once per file: pytest looks up the conftest files that apply
+    to the item's path on every call, and the plugin reports every item through it. The
+    conftest files are all known once collection is done."""
+    proxies = item.config.stash.setdefault(_HOOK_PROXIES, {})
+    proxy = proxies.get(item.path)
+    if proxy is None:
+        proxy = proxies[item.path] = item.ihook
+    return proxy
+
+
+_HOOK_PROXIES = pytest.StashKey[dict[Any, Any]]()
+
+
+def skip_mark(item: pytest.Item) -> pytest.Mark | None:
+    """The skip mark pytest's setup acts on (`get_closest_marker("skip")`): the item's own
+    first, which come first in pytest's own search (the plugin marks each item it finds
+    cached there), else its parents' (a module's `pytestmark`)."""
+    for mark in item.own_markers:
+        if mark.name == "skip":
+            return mark
+    return item.get_closest_marker("skip")
 
 
 def captured_sections(item: pytest.Item) -> list[tuple[str, str]]:

@@ -45,6 +45,7 @@ from ragmatrix import cost
 from ragmatrix.models import aio
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.protocols import Embedder, JudgeEnsemble, Messages, Model, PrefetchingChatModel
+from ragmatrix.plugin import pytest_internals
 from ragmatrix.plugin.pytest_internals import worker_queue
 from ragmatrix.plugin.runner import plan_for
 from ragmatrix.plugin.session import BenchmarkState, ItemPlan
@@ -153,7 +154,7 @@ class Scheduler:
 
     def _plans(self, items: list[pytest.Item]) -> Iterator[tuple[pytest.Item, ItemPlan]]:
         for item in items:
-            if item.get_closest_marker("skip") is not None:
+            if pytest_internals.skip_mark(item) is not None:
                 continue  # cached
             plan = plan_for(item, self.state)
             if plan is not None:

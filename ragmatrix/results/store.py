@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -192,8 +192,7 @@ class ResultStore:
         """Write one row at the end of the family's file, under the lock, in one write."""
         line = (json.dumps(row.to_json(), sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
         with writes_to(self.directory), self._lock(family):
-            descriptor = self._appending(family)
-            size = os.fstat(descriptor).st_size
+            descriptor, size = self._appending(family)
             # A writer killed mid-line leaves no newline at the end; start on a fresh line so
             # the torn fragment stays one bad line instead of corrupting this row too. (Where
             # the file ends where this store's last row ended, that row's newline ends it.)
@@ -210,9 +209,9 @@ class ResultStore:
                 raise
             self._ends[family] = size + len(line)
 
-    def _appending(self, family: str) -> int:
-        """The family's file, open for appending; opened again when another process replaced
-        it (a compaction, a merge) or removed it since. Called under the lock."""
+    def _appending(self, family: str) -> tuple[int, int]:
+        """The family's file, open for appending, and its size; opened again when another
+        process replaced it (a compaction, a merge) or removed it since. Called under the lock."""
         path = self._path_texts.get(family)
         if path is None:  # as text, worked out once: it is looked up for every row
             path = self._path_texts[family] = str(self.path(family))
@@ -220,7 +219,7 @@ class ResultStore:
         try:
             status = os.stat(path)
             if known is not None and known[1] == (status.st_dev, status.st_ino):
-                return known[0]
+                return known[0], status.st_size  # the path is still the open file: its size too
         except FileNotFoundError:
             pass
         if known is not None:
@@ -233,7 +232,7 @@ class ResultStore:
         descriptor = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
         status = os.fstat(descriptor)
         self._files[family] = (descriptor, (status.st_dev, status.st_ino))
-        return descriptor
+        return descriptor, status.st_size
 
     def compact(self, family: str, keep: Callable[[Row], bool] | None = None) -> Loaded:
         """Rewrite a family's file: newest row per identity, sorted, atomically replaced.
@@ -251,16 +250,21 @@ class ResultStore:
             rows = _compacted(loaded, keep)
             if loaded.unreadable or rows is None or not path.exists():
                 return loaded
-            lines = [json.dumps(r.to_json(), sort_keys=True, ensure_ascii=False) + "\n" for r in rows]
-            write_atomically(path, lines)
+            # What is written is what a load would read: remembered instead of read again. The
+            # lines are made as they are written (a large file's text is never held whole).
+            written = _Read((0, 0), rows=rows, lines=len(rows))
+
+            def lines() -> Iterator[str]:
+                for row in rows:
+                    text = json.dumps(row.to_json(), sort_keys=True, ensure_ascii=False) + "\n"
+                    data = text.encode("utf-8")
+                    written.offset += len(data)
+                    written.digest.update(data)
+                    yield text
+
+            write_atomically(path, lines())
             status = os.stat(path)
-            # What was just written is what a load would read: remember it instead of reading it.
-            written = _Read((status.st_dev, status.st_ino), rows=rows)
-            for text in lines:
-                data = text.encode("utf-8")
-                written.offset += len(data)
-                written.digest.update(data)
-            written.lines = len(rows)
+            written.identity = (status.st_dev, status.st_ino)
             self._read[family] = written
         return loaded
 
