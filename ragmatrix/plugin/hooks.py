@@ -23,6 +23,7 @@ from typing import Any, Literal, cast
 
 import pytest
 
+import ragmatrix.plugin.direct_reports as direct_reports
 import ragmatrix.plugin.pytest_internals as pytest_internals
 import ragmatrix.plugin.runner as runner
 import ragmatrix.plugin.scheduling as scheduling
@@ -484,11 +485,15 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
 
 
 def _reported_as_cached(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
-    marker = pytest_internals.skip_mark(item)
-    if marker is None or marker.kwargs.get("reason") != CACHED or not _nothing_to_tear_down(item, nextitem):
+    if not _is_cached(item) or not _nothing_to_tear_down(item, nextitem):
         return False
-    _report_cached(item)
+    _report_cached(item, more_soon=nextitem is not None and _is_cached(nextitem))
     return True
+
+
+def _is_cached(item: pytest.Item) -> bool:
+    marker = pytest_internals.skip_mark(item)
+    return marker is not None and marker.kwargs.get("reason") == CACHED
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -511,18 +516,26 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     return _run_without_setup(item, arguments)
 
 
-def _report_cached(item: pytest.Item) -> None:
-    ihook = pytest_internals.hook_proxy(item)
+def _report_cached(item: pytest.Item, more_soon: bool = False) -> None:
+    """A cached item's reports; `more_soon`: the next item is cached too."""
     location, skipped = _where(item)
-    ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=location)
     keywords = pytest_internals.keywords_of(item)
     where, properties = (pytest_internals.report_node_id(item), location), item.user_properties
     setup = pytest.TestReport(*where, keywords, "skipped", skipped, "setup", user_properties=properties)
-    ihook.pytest_runtest_logreport(report=setup)
-    if not _passed_phases_unread(item.config):
-        teardown = pytest.TestReport(*where, keywords, "passed", None, "teardown", user_properties=properties)
-        ihook.pytest_runtest_logreport(report=teardown)
-    ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=location)
+    unread = _passed_phases_unread(item.config)
+    hooks = _report_hooks(item, unread)
+    hooks.start(item.nodeid, location)
+    hooks.report(setup, more_soon=more_soon and unread)
+    if not unread:
+        hooks.report(pytest.TestReport(*where, keywords, "passed", None, "teardown", user_properties=properties))
+    hooks.finish(item.nodeid, location)
+
+
+def _report_hooks(item: pytest.Item, direct: bool) -> direct_reports.DirectReports | direct_reports.PluggyReports:
+    """Where an item's reports go: `direct`, to the implementations themselves where the
+    session allows it (`direct_reports`), else through pluggy."""
+    called = direct_reports.for_session(item.config) if direct else None
+    return called or direct_reports.PluggyReports(pytest_internals.hook_proxy(item))
 
 
 _UNREAD = pytest.StashKey[bool]()
@@ -612,21 +625,19 @@ def _run_without_setup(item: pytest.Item, arguments: dict[str, Any]) -> bool:
     runs directly and its call report is made here, as pytest would make it
     (output the test prints is not captured then: a benchmark test prints nothing); else
     pytest's own call phase runs it."""
-    ihook = pytest_internals.hook_proxy(item)
     location, _ = _where(item)
-    ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=location)
+    unread, plain = _passed_phases_unread(item.config), _plain_call_phase(item.config)
+    hooks = _report_hooks(item, unread and plain)
+    hooks.start(item.nodeid, location)
     keywords = pytest_internals.keywords_of(item)
     where, properties = (pytest_internals.report_node_id(item), location), item.user_properties
-    unread = _passed_phases_unread(item.config)
     if not unread:
-        ihook.pytest_runtest_logreport(
-            report=pytest.TestReport(*where, keywords, "passed", None, "setup", user_properties=properties)
-        )
+        hooks.report(pytest.TestReport(*where, keywords, "passed", None, "setup", user_properties=properties))
     item.funcargs = arguments  # type: ignore[attr-defined]
     pytest_internals.know_location(item, location)
     try:
-        if _plain_call_phase(item.config):
-            ihook.pytest_runtest_logreport(report=_call_report(item, location, keywords))
+        if plain:
+            hooks.report(_call_report(item, location, keywords))
         else:
             call_phase = pytest_internals.call_phase()
             assert call_phase is not None  # checked by `_sent_ahead_arguments`
@@ -637,8 +648,8 @@ def _run_without_setup(item: pytest.Item, arguments: dict[str, Any]) -> bool:
         os.environ.pop("PYTEST_CURRENT_TEST", None)
     if not unread:
         teardown = pytest.TestReport(*where, keywords, "passed", None, "teardown", user_properties=item.user_properties)
-        ihook.pytest_runtest_logreport(report=teardown)
-    ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=location)
+        hooks.report(teardown)
+    hooks.finish(item.nodeid, location)
     return True
 
 

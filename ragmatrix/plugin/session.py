@@ -241,8 +241,11 @@ class BenchmarkState:
         suite = self.suite
         if suite.problems or family not in self.known_families():
             return None
-        as_read = {c.id for c in suite.cases.get(family, [])}
-        collapsed = {c.id for c in suite.without_prompts(family)}
+        cases, without_prompts = suite.cases.get(family, []), suite.without_prompts(family)
+        as_read = {c.id for c in cases}
+        # A family without prompt fields collapses nothing: the same cases, their ids once.
+        same = len(cases) == len(without_prompts) and all(a is b for a, b in zip(cases, without_prompts, strict=True))
+        collapsed = as_read if same else {c.id for c in without_prompts}
         ids = {True: as_read, False: collapsed, None: as_read | collapsed}
         reads_prompts = self.reads_prompts()
         return lambda row: row.item in ids[reads_prompts.get(row.model)]

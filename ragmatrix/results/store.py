@@ -29,6 +29,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -287,6 +288,8 @@ class ResultStore:
 
 def _compacted(loaded: Loaded, keep: Callable[[Row], bool] | None) -> list[Row] | None:
     """The rows a compacted file holds, or None when the file holds exactly these already."""
+    if not loaded.problems and _in_order(loaded.rows) and (keep is None or all(map(keep, loaded.rows))):
+        return None  # the common case at the end of a run that appended nothing: one pass, no sort
     newest: dict[tuple[str, str, str], Row] = {}
     for row in loaded.rows:
         newest[row.identity] = row
@@ -295,6 +298,12 @@ def _compacted(loaded: Loaded, keep: Callable[[Row], bool] | None) -> list[Row] 
     if unchanged and all(a is b for a, b in zip(rows, loaded.rows, strict=True)):
         return None
     return rows
+
+
+def _in_order(rows: list[Row]) -> bool:
+    """Are the rows sorted as compaction sorts them, each identity once? (Strictly increasing
+    sort keys: a row's sort key holds its identity.)"""
+    return all(a < b for a, b in pairwise(map(sort_key, rows)))
 
 
 def _parse(name: str, number: int, line: bytes, rows: list[Row], problems: list[str], shared: _Shared) -> None:

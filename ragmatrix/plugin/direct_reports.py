@@ -1,0 +1,202 @@
+"""An item's reports, handed to the plugins that hear them without pluggy's dispatch.
+
+Reporting a cached item is three hook calls (`pytest_runtest_logstart`, `_logreport` with its
+setup report, `_logfinish`), and on a fully cached run of a large matrix those calls were most
+of the work past collection: pluggy's dispatch, log capture switching phases that capture
+nothing, and the terminal asking `pytest_report_teststatus` and its verbosity again for every
+item. Where every plugin that implements the three hooks is pytest's own or this one, and none
+wraps them, the implementations are called here directly, in pluggy's order (for a cached
+item, and for an item whose answers were sent ahead, which the plugin runs itself), with:
+
+- log capture's left out while it shows no live log (its handler then does nothing);
+- the terminal's `pytest_runtest_logstart` left out where it writes nothing (`-q`);
+- the terminal's `pytest_runtest_logreport`, where it writes one letter per item (verbosity 0
+  or less), done as it does it, with the status asked once per session for a cached item's
+  report and for a passed one (each is always the same); in a run of cached items, where the
+  next report follows at once, its output is flushed at most every `FLUSH_EVERY_S`.
+
+Anything else (`-v`, JUnit XML, xdist, another plugin hearing reports, a pytest whose terminal
+has changed shape) takes pluggy's path. `tests/test_direct_reports.py` checks that both paths
+print the same and count the same.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+FLUSH_EVERY_S = 0.1
+HOOKS = ("pytest_runtest_logstart", "pytest_runtest_logreport", "pytest_runtest_logfinish")
+# The plugins whose implementations may be called here: pytest's own that hear item reports,
+# and this package's.
+_KNOWN = ("_pytest.terminal", "_pytest.logging", "_pytest.main", "_pytest.cacheprovider", "_pytest.stepwise")
+_OWN = "ragmatrix."
+# What the terminal's report of one item reads and writes (pytest 9); without any of them the
+# hooks are called through pluggy.
+_TERMINAL_NAMES = (
+    "_add_stats",
+    "_progress_nodeids_reported",
+    "_tw",
+    "_show_progress_info",
+    "_is_last_item",
+    "_write_progress_information_if_past_edge",
+    "flush",
+)
+
+
+class DirectReports:
+    """The three hooks of a cached item's report, as direct calls (`for_session`)."""
+
+    def __init__(self, config: pytest.Config, calls: dict[str, list[Callable[..., Any]]]) -> None:
+        self.config = config
+        self._calls = calls
+        self._statuses: dict[tuple[str, str], tuple[str, str, str, dict[str, bool]]] = {}
+        self._flushed_at = 0.0
+        self._more_soon = False
+
+    def start(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        for call in self._calls["pytest_runtest_logstart"]:
+            call(nodeid=nodeid, location=location)
+
+    def report(self, report: pytest.TestReport, more_soon: bool = False) -> None:
+        """`more_soon`: another report follows at once (a cached item's), so the terminal's
+        output may wait for it (flushed at most every `FLUSH_EVERY_S`)."""
+        self._more_soon = more_soon
+        for call in self._calls["pytest_runtest_logreport"]:
+            call(report=report)
+
+    def finish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        for call in self._calls["pytest_runtest_logfinish"]:
+            call(nodeid=nodeid, location=location)
+
+    def terminal_letter(self, terminal: Any) -> Callable[..., None]:
+        """The terminal's `pytest_runtest_logreport` for a cached item's report at verbosity 0
+        or less, as pytest 9 writes it."""
+
+        def write(report: pytest.TestReport) -> None:
+            category, letter, word, markup = self._status_of(report)
+            terminal._current_logreport = report
+            terminal._tests_ran = True
+            terminal._add_stats(category, [report])
+            if not letter and not word:
+                return
+            terminal._progress_nodeids_reported.add(report.id)
+            terminal._tw.write(letter, **markup)
+            if terminal._show_progress_info and not terminal._is_last_item:
+                terminal._write_progress_information_if_past_edge()
+            now = time.monotonic()
+            if not self._more_soon or now - self._flushed_at >= FLUSH_EVERY_S:
+                terminal.flush()
+                self._flushed_at = now
+
+        return write
+
+    def _status_of(self, report: pytest.TestReport) -> tuple[str, str, str, dict[str, bool]]:
+        """The report's status: asked once per session for a passed call and for a setup
+        skipped for a reason (every cached item's), each time for anything else."""
+        if report.passed and report.when == "call":
+            kind = ("passed", "")
+        elif report.skipped and report.when == "setup" and isinstance(report.longrepr, tuple):
+            kind = ("skipped", str(report.longrepr[2]))
+        else:
+            return _status_of(self.config, report)
+        known = self._statuses.get(kind)
+        if known is None:
+            known = self._statuses[kind] = _status_of(self.config, report)
+        return known
+
+
+class PluggyReports:
+    """The same three calls, through pluggy (`item.ihook`): where `for_session` says no."""
+
+    def __init__(self, hooks: Any) -> None:
+        self._hooks = hooks
+
+    def start(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        self._hooks.pytest_runtest_logstart(nodeid=nodeid, location=location)
+
+    def report(self, report: pytest.TestReport, more_soon: bool = False) -> None:
+        self._hooks.pytest_runtest_logreport(report=report)
+
+    def finish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
+        self._hooks.pytest_runtest_logfinish(nodeid=nodeid, location=location)
+
+
+_DIRECT = pytest.StashKey[DirectReports | None]()
+
+
+def for_session(config: pytest.Config) -> DirectReports | None:
+    """The direct calls for this session's cached items, worked out on first use (every plugin
+    is registered by then), or None where pluggy must dispatch them."""
+    if _DIRECT not in config.stash:
+        config.stash[_DIRECT] = _direct(config)
+    return config.stash[_DIRECT]
+
+
+def _direct(config: pytest.Config) -> DirectReports | None:
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    direct = DirectReports(config, {})
+    for hook in HOOKS:
+        caller = getattr(config.pluginmanager.hook, hook, None)
+        if caller is None:
+            return None
+        calls: list[Callable[..., Any]] = []
+        for implementation in reversed(caller.get_hookimpls()):  # pluggy's order: last registered first
+            module = str(getattr(implementation.function, "__module__", ""))
+            wraps = getattr(implementation, "hookwrapper", False) or getattr(implementation, "wrapper", False)
+            if wraps or not (module in _KNOWN or module.startswith(_OWN)):
+                return None
+            if module == "_pytest.logging" and _shows_no_live_log(implementation.plugin):
+                continue
+            if module == "_pytest.terminal":
+                if implementation.plugin is not terminal or not _terminal_has_its_shape(terminal):
+                    return None
+                if hook == "pytest_runtest_logstart" and not (terminal.showlongtestinfo or terminal.showfspath):
+                    continue  # `-q`: it writes nothing
+                if hook == "pytest_runtest_logreport" and _letters(config):
+                    calls.append(direct.terminal_letter(terminal))
+                    continue
+            calls.append(_called_with(implementation))
+        direct._calls[hook] = calls
+    return direct
+
+
+def _called_with(implementation: Any) -> Callable[..., Any]:
+    """The implementation, given only the arguments it names (as pluggy gives them)."""
+    function, names = implementation.function, tuple(implementation.argnames)
+    return lambda **given: function(**{name: given[name] for name in names})
+
+
+def _shows_no_live_log(plugin: Any) -> bool:
+    """Log capture's hooks only switch its live-log handler's phase; a handler that shows
+    nothing (no `--log-cli-level`) does nothing with it."""
+    handler = getattr(plugin, "log_cli_handler", None)
+    return type(handler).__name__ == "_LiveLoggingNullHandler"
+
+
+def _terminal_has_its_shape(terminal: Any) -> bool:
+    return all(hasattr(terminal, name) for name in _TERMINAL_NAMES) and int(pytest.__version__.split(".")[0]) == 9
+
+
+def _letters(config: pytest.Config) -> bool:
+    """Does the terminal write one letter per item (verbosity 0 or less)?"""
+    verbosity = config.get_verbosity(getattr(pytest.Config, "VERBOSITY_TEST_CASES", "test_cases"))
+    return verbosity <= 0
+
+
+def _status_of(config: pytest.Config, report: pytest.TestReport) -> tuple[str, str, str, dict[str, bool]]:
+    """The category, letter, word and colour pytest's terminal gives this report."""
+    category, letter, word = config.hook.pytest_report_teststatus(report=report, config=config)
+    markup: dict[str, bool] | None = None
+    if isinstance(word, tuple):
+        word, markup = word
+    if markup is None:  # as the terminal colours a status that names no colour
+        was_xfail = hasattr(report, "wasxfail")
+        if report.passed:
+            markup = {"yellow": True} if was_xfail else {"green": True}
+        else:
+            markup = {"red": True} if report.failed else {"yellow": True} if report.skipped else {}
+    return category, letter, word, markup
