@@ -8,9 +8,20 @@ from __future__ import annotations
 import re
 
 import pytest
-from project import write
+from project import models_yaml, write
 
 from ragmatrix.plugin import direct_reports
+
+MANY_CASES = "rag_interpretation:\n" + "".join(
+    f"""  - case: fact_{n}
+    input:
+      prompt: Is fragment {n} relevant?
+      instruction: Judge the fragment for relevance. Answer yes or no.
+      fragments: ["Fragment number {n}."]
+    expected: {{answer: "yes"}}
+"""
+    for n in range(160)
+)
 
 LISTENER = """
 def pytest_runtest_logreport(report):
@@ -65,3 +76,17 @@ def test_a_run_prints_and_counts_the_same_with_its_reports_given_directly(bench,
     assert direct_cold == pluggy_cold
     assert direct_cached == pluggy_cached
     assert any("cached" in line for line in direct_cached)
+
+
+def test_lines_of_many_items_end_with_their_progress_alike(bench, direct_calls):
+    """160 cases for the bag-of-words model: the lines of letters fill up and end with their
+    progress note, at `-q` and at the default verbosity."""
+    write(bench.path / "benchmark" / "data" / "rag_interpretation_data.yaml", MANY_CASES)
+    write(bench.path / "benchmark" / "models.yaml", models_yaml(None))
+    outputs = {}
+    for way in ("direct", "pluggy"):
+        if way == "pluggy":
+            write(bench.path / "conftest.py", LISTENER)
+        outputs[way] = [run(bench, way, *verbosity) for _ in range(2) for verbosity in (["-q"], [])]
+    assert outputs["direct"] == outputs["pluggy"]
+    assert any(re.search(r"^c+ +\[ *\d+%\]$", line) for line in outputs["direct"][2])  # a full line of cached

@@ -29,7 +29,12 @@ from typing import Any
 import pytest
 
 FLUSH_EVERY_S = 0.1
-HOOKS = ("pytest_runtest_logstart", "pytest_runtest_logreport", "pytest_runtest_logfinish")
+# The hooks of an item's report, and the arguments pluggy gives each.
+HOOKS = {
+    "pytest_runtest_logstart": ("nodeid", "location"),
+    "pytest_runtest_logreport": ("report",),
+    "pytest_runtest_logfinish": ("nodeid", "location"),
+}
 # The plugins whose implementations may be called here: pytest's own that hear item reports,
 # and this package's.
 _KNOWN = ("_pytest.terminal", "_pytest.logging", "_pytest.main", "_pytest.cacheprovider", "_pytest.stepwise")
@@ -42,6 +47,7 @@ _TERMINAL_NAMES = (
     "_tw",
     "_show_progress_info",
     "_is_last_item",
+    "_screen_width",
     "_write_progress_information_if_past_edge",
     "flush",
 )
@@ -85,7 +91,7 @@ class DirectReports:
                 return
             terminal._progress_nodeids_reported.add(report.id)
             terminal._tw.write(letter, **markup)
-            if terminal._show_progress_info and not terminal._is_last_item:
+            if terminal._show_progress_info and not terminal._is_last_item and _near_the_edge(terminal):
                 terminal._write_progress_information_if_past_edge()
             now = time.monotonic()
             if not self._more_soon or now - self._flushed_at >= FLUSH_EVERY_S:
@@ -159,14 +165,16 @@ def _direct(config: pytest.Config) -> DirectReports | None:
                 if hook == "pytest_runtest_logreport" and _letters(config):
                     calls.append(direct.terminal_letter(terminal))
                     continue
-            calls.append(_called_with(implementation))
+            calls.append(_called_with(implementation, hook))
         direct._calls[hook] = calls
     return direct
 
 
-def _called_with(implementation: Any) -> Callable[..., Any]:
+def _called_with(implementation: Any, hook: str) -> Callable[..., Any]:
     """The implementation, given only the arguments it names (as pluggy gives them)."""
     function, names = implementation.function, tuple(implementation.argnames)
+    if names == HOOKS[hook]:
+        return function  # type: ignore[no-any-return]
     return lambda **given: function(**{name: given[name] for name in names})
 
 
@@ -177,8 +185,27 @@ def _shows_no_live_log(plugin: Any) -> bool:
     return type(handler).__name__ == "_LiveLoggingNullHandler"
 
 
+# More than any progress note takes (" [100%]", " [12345678/12345678]", " 99h 59m") and its space.
+_PROGRESS_ROOM = 24
+
+
+def _near_the_edge(terminal: Any) -> bool:
+    """Might the line have reached the progress note's place? (Only then does the terminal's
+    own check, which measures the line's display width, need to run: a line of printable ASCII
+    is as wide as it is long.)"""
+    line = terminal._tw._current_line
+    if not (line.isascii() and line.isprintable()):
+        return True
+    return len(line) + _PROGRESS_ROOM >= terminal._screen_width
+
+
 def _terminal_has_its_shape(terminal: Any) -> bool:
-    return all(hasattr(terminal, name) for name in _TERMINAL_NAMES) and int(pytest.__version__.split(".")[0]) == 9
+    written = isinstance(getattr(getattr(terminal, "_tw", None), "_current_line", None), str)
+    return (
+        written
+        and all(hasattr(terminal, name) for name in _TERMINAL_NAMES)
+        and int(pytest.__version__.split(".")[0]) == 9
+    )
 
 
 def _letters(config: pytest.Config) -> bool:

@@ -473,10 +473,13 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     if session.testsfailed or config.option.collectonly or not pytest_internals.loop_hooks_are_pytests_own(config):
         return None
     items = session.items
+    cached = bool(items) and _is_cached(items[0])
     for index, item in enumerate(items):
         nextitem = items[index + 1] if index + 1 < len(items) else None
-        if not _reported_as_cached(item, nextitem):
+        next_cached = nextitem is not None and _is_cached(nextitem)
+        if not (cached and _reported_as_cached(item, nextitem, next_cached)):
             config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+        cached = next_cached
         if session.shouldfail:
             raise session.Failed(session.shouldfail)
         if session.shouldstop:
@@ -484,10 +487,14 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     return True
 
 
-def _reported_as_cached(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
+def _reported_as_cached(item: pytest.Item, nextitem: pytest.Item | None, next_cached: bool | None = None) -> bool:
+    """Report `item` here if it is cached and nothing is to be torn down after it;
+    `next_cached`: whether `nextitem` is cached, where the caller knows."""
     if not _is_cached(item) or not _nothing_to_tear_down(item, nextitem):
         return False
-    _report_cached(item, more_soon=nextitem is not None and _is_cached(nextitem))
+    if next_cached is None:
+        next_cached = nextitem is not None and _is_cached(nextitem)
+    _report_cached(item, more_soon=next_cached)
     return True
 
 
