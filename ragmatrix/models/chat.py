@@ -93,8 +93,11 @@ class LLM:
         # reaches the item that needs it, with or without the response cache.
         self._answers: dict[str, asyncio.Task[Answer]] = {}
         self._consumed: set[str] = set()
-        # The requests the scheduler sent ahead whose use is not reported yet (`left_unused`).
+        # The requests the scheduler sent ahead whose use is not reported yet (`left_unused`),
+        # and their keys by the very messages sent: the scheduler asks about those, whose key
+        # is then not worked out again.
         self._sent_ahead: set[str] = set()
+        self._sent_keys: dict[tuple[int, int], tuple[Messages, str]] = {}
         # `prefetch` and `achat` run on the run's loop, `left_unused` in the caller's thread.
         self._sent_lock = threading.Lock()
         # Notified on the loop's thread as each request settles (`_sent_ahead_answers`).
@@ -136,13 +139,16 @@ class LLM:
         key = self.cache_key(messages, sample)
         with self._sent_lock:
             self._sent_ahead.add(key)
+            self._sent_keys[(id(messages), sample)] = (messages, key)
         return self._task(messages, key)
 
     def left_unused(self, messages: Messages, sample: int) -> bool:
         """Whether the answer sent ahead for these messages and sample came back and no `achat`
         took it: a family whose test asks other messages than its first round declares. Said
         once per request."""
-        key = self.cache_key(messages, sample)
+        with self._sent_lock:
+            sent = self._sent_keys.pop((id(messages), sample), None)
+        key = sent[1] if sent is not None and sent[0] is messages else self.cache_key(messages, sample)
         with self._sent_lock:
             if key not in self._sent_ahead:
                 return False
