@@ -15,9 +15,9 @@ item, and for an item whose answers were sent ahead, which the plugin runs itsel
   report and for a passed one (each is always the same); in a run of cached items, where the
   next report follows at once, its output is flushed at most every `FLUSH_EVERY_S`.
 
-Anything else (`-v`, JUnit XML, xdist, another plugin hearing reports, a pytest whose terminal
-has changed shape) takes pluggy's path. `tests/test_direct_reports.py` checks that both paths
-print the same and count the same.
+At `-v` the terminal's own implementation writes each item's line. Anything else (JUnit XML,
+xdist, another plugin hearing reports, a pytest whose terminal has changed shape) takes pluggy's
+path. `tests/test_direct_reports.py` checks that both paths print the same and count the same.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ _TERMINAL_NAMES = (
 
 
 class DirectReports:
-    """The three hooks of a cached item's report, as direct calls (`for_session`)."""
+    """The three hooks of an item's reports, as direct calls (`for_session`)."""
 
     def __init__(self, config: pytest.Config, calls: dict[str, list[Callable[..., Any]]]) -> None:
         self.config = config
@@ -79,8 +79,8 @@ class DirectReports:
             call(nodeid=nodeid, location=location)
 
     def terminal_letter(self, terminal: Any) -> Callable[..., None]:
-        """The terminal's `pytest_runtest_logreport` for a cached item's report at verbosity 0
-        or less, as pytest 9 writes it."""
+        """The terminal's `pytest_runtest_logreport` at verbosity 0 or less (one letter per
+        item), as pytest 9 writes it."""
 
         def write(report: pytest.TestReport) -> None:
             category, letter, word, markup = self._status_of(report)
@@ -103,7 +103,7 @@ class DirectReports:
     def _status_of(self, report: pytest.TestReport) -> tuple[str, str, str, dict[str, bool]]:
         """The report's status: asked once per session for a passed call and for a setup
         skipped for a reason (every cached item's), each time for anything else."""
-        if report.passed and report.when == "call":
+        if report.passed and report.when == "call" and not hasattr(report, "wasxfail"):
             kind = ("passed", "")
         elif report.skipped and report.when == "setup" and isinstance(report.longrepr, tuple):
             kind = ("skipped", str(report.longrepr[2]))
@@ -135,8 +135,8 @@ _DIRECT = pytest.StashKey[DirectReports | None]()
 
 
 def for_session(config: pytest.Config) -> DirectReports | None:
-    """The direct calls for this session's cached items, worked out on first use (every plugin
-    is registered by then), or None where pluggy must dispatch them."""
+    """The direct calls for this session's items, worked out on first use (every plugin is
+    registered by then), or None where pluggy must dispatch them."""
     if _DIRECT not in config.stash:
         config.stash[_DIRECT] = _direct(config)
     return config.stash[_DIRECT]
