@@ -11,6 +11,7 @@ import pytest
 from project import models_yaml, write
 
 from ragmatrix.plugin import direct_reports
+from ragmatrix.testing.openai_server import Reply
 
 MANY_CASES = "rag_interpretation:\n" + "".join(
     f"""  - case: fact_{n}
@@ -35,7 +36,7 @@ def progress_and_counts(output: str) -> list[str]:
     lines = output.splitlines()
     end = next((i for i, line in enumerate(lines) if "ragmatrix leaderboard" in line), len(lines))
     kept = [line for line in lines[:end] if not line.startswith(("rootdir:", "platform", "plugins:"))]
-    counts = [re.sub(r" in [\d.]+s.*", "", line) for line in lines if re.search(r"\d+ (passed|cached)", line)]
+    counts = [re.sub(r" in [\d.]+s.*", "", line) for line in lines if re.search(r"\d+ (passed|cached|failed)", line)]
     return kept + counts
 
 
@@ -61,7 +62,8 @@ def direct_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 @pytest.mark.parametrize(
     "verbosity", [["-q"], [], ["-rA"], ["-v"]], ids=["quiet", "default", "every-outcome", "verbose"]
 )
-def test_a_run_prints_and_counts_the_same_with_its_reports_given_directly(bench, direct_calls, verbosity):
+def test_a_run_prints_and_counts_the_same_with_its_reports_given_directly(bench, server, direct_calls, verbosity):
+    server.on("earth", Reply.error(400, message="no such thing"))  # one item fails, in one line
     direct_cold = run(bench, "direct", *verbosity)
     direct_cached = run(bench, "direct", *verbosity)
     if int(pytest.__version__.split(".")[0]) == 9:  # the terminal's shape the direct way knows
@@ -76,6 +78,7 @@ def test_a_run_prints_and_counts_the_same_with_its_reports_given_directly(bench,
     assert direct_cold == pluggy_cold
     assert direct_cached == pluggy_cached
     assert any("cached" in line for line in direct_cached)
+    assert any("failed" in line for line in direct_cold) and any("failed" in line for line in direct_cached)
 
 
 def test_lines_of_many_items_end_with_their_progress_alike(bench, direct_calls):
