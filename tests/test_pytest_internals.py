@@ -78,20 +78,31 @@ def test_an_items_skip_mark_and_hook_proxy_are_the_ones_pytest_would_use(pyteste
             pass
         """
     )
+    # A conftest of a subfolder hears the reports of its own items only.
+    (pytester.path / "sub").mkdir()
+    (pytester.path / "sub" / "conftest.py").write_text("def pytest_runtest_logstart(nodeid, location):\n    pass\n")
+    (pytester.path / "sub" / "test_sub.py").write_text("def test_sub():\n    pass\n")
     pytester.makeconftest(
         """
         from ragmatrix.plugin import pytest_internals
 
 
+        def heard_by(hooks):
+            return len(hooks.pytest_runtest_logstart.get_hookimpls())
+
+
         def pytest_collection_finish(session):
-            for item in session.items:
+            marked = [item for item in session.items if "sub" not in item.nodeid]
+            for item in marked:
                 mark = pytest_internals.skip_mark(item)
                 closest = item.get_closest_marker("skip")
                 assert mark is not None and mark.kwargs == closest.kwargs, item.nodeid
-                assert pytest_internals.hook_proxy(item) is pytest_internals.hook_proxy(item)
-                assert type(pytest_internals.hook_proxy(item)) is type(item.ihook)
-            reasons = [pytest_internals.skip_mark(item).kwargs["reason"] for item in session.items]
+            reasons = [pytest_internals.skip_mark(item).kwargs["reason"] for item in marked]
             assert reasons == ["own", "own", "module"], reasons
+            for item in session.items:  # each folder's items, through the proxy of their own file
+                assert heard_by(pytest_internals.hook_proxy(item)) == heard_by(item.ihook), item.nodeid
+            counts = {heard_by(pytest_internals.hook_proxy(item)) for item in session.items}
+            assert len(counts) == 2, counts
         """
     )
-    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(skipped=3)
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(skipped=3, passed=1)
