@@ -521,21 +521,35 @@ async def bounded(
     """`request`'s result. It ends in `TimeoutError` once `timeout` seconds pass in which the
     server answered nothing (`heard()`: the time of its last answer to any request of the
     model), and in `BusyServer` after `longest` seconds in all. `slowed()` is called once when
-    the request passes its timeout while the server answers others."""
-    task = asyncio.ensure_future(request)
+    the request passes its timeout while the server answers others.
+
+    The request runs in the caller's own task, watched by one timer that cancels it when a
+    limit passes (as `asyncio.timeout` does): no task and no waiter per request, which were
+    much of the client layer's cost per request."""
+    task = asyncio.current_task()
+    assert task is not None, "bounded() runs in a task"
+    loop = asyncio.get_running_loop()
     began = time.monotonic()
+    cancelling = task.cancelling()
+    verdict: list[TimeoutError] = []
     said_slow = False
-    try:
-        while True:
-            now = time.monotonic()
-            quiet_from = max(began, heard()) if heard is not None else began
-            if now >= quiet_from + timeout:
-                raise TimeoutError(f"timed out after {timeout:g} s")
-            if now >= began + longest:
-                raise BusyServer(
+    timer: asyncio.TimerHandle | None = None
+
+    def check() -> None:
+        """At each moment a limit may pass: stop the request, or look again at the next one."""
+        nonlocal said_slow, timer
+        now = time.monotonic()
+        quiet_from = max(began, heard()) if heard is not None else began
+        if now >= quiet_from + timeout:
+            verdict.append(TimeoutError(f"timed out after {timeout:g} s"))
+        elif now >= began + longest:
+            verdict.append(
+                BusyServer(
                     f"no answer after {longest:g} s while the server answered other requests "
                     f"(busy, not down; timeout {timeout:g} s)"
                 )
+            )
+        else:
             if not said_slow and now >= began + timeout:
                 said_slow = True
                 if slowed is not None:
@@ -543,13 +557,28 @@ async def bounded(
             wake = min(quiet_from + timeout, began + longest)
             if not said_slow:
                 wake = min(wake, began + timeout)
-            done, _ = await asyncio.wait({task}, timeout=max(wake - now, 0.0))
-            if done:
-                return task.result()
-    finally:
-        if not task.done():
+            timer = loop.call_later(max(wake - now, 0.0), check)
+            return
+        if timer is not None:  # the request is under way: cancelled where it waits
             task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+
+    check()
+    if verdict:  # no time at all: never sent
+        if asyncio.iscoroutine(request):
+            request.close()
+        raise verdict[0]
+    try:
+        result = await request
+    except asyncio.CancelledError:
+        if verdict and task.uncancel() <= cancelling:
+            raise verdict[0] from None
+        raise  # cancelled from outside: passed on
+    finally:
+        if timer is not None:
+            timer.cancel()
+    if verdict:  # the request answered although it was cancelled: its answer stands
+        task.uncancel()
+    return result
 
 
 def backoff(attempt: int, retry_after: float | None, policy: RetryPolicy) -> float:
