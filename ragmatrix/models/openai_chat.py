@@ -101,7 +101,12 @@ class OpenAIChat(ChatProvider):
 
     def __init__(self, spec: Route) -> None:
         self.spec = spec
-        self.http = http.HttpSession(self.endpoint(), connections=spec.concurrency)
+        # Where the requests go, worked out once: the session below is bound to it.
+        self._endpoint = self._resolved_endpoint()
+        self._through_base = bool(spec.resolved_api_base())
+        self._basic_auth = urllib.parse.urlsplit(self._endpoint).username is not None
+        self._headers: tuple[tuple[str, str | None], dict[str, str]] | None = None
+        self.http = http.HttpSession(self._endpoint, connections=spec.concurrency)
         self.served: str | None = None  # the model id the server says answered
         self._device: tuple[str | None, Device] | None = None  # for `served`, as `device` made it
         http.import_meanwhile()  # on the loop's thread, queued before any request of this model
@@ -109,24 +114,32 @@ class OpenAIChat(ChatProvider):
     # -- what is sent --------------------------------------------------------------------------
 
     def endpoint(self) -> str:
+        return self._endpoint
+
+    def _resolved_endpoint(self) -> str:
         base = self.spec.resolved_api_base() or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE")
         return (base or OPENAI_API_BASE).rstrip("/") + "/chat/completions"
 
     def headers(self) -> dict[str, str]:
+        """The request's headers. The key and organization are read from the environment for
+        every request (a key may be changed while a run goes on); the headers are made again
+        only when what was read changes."""
         if self.spec.api_key_env:
             key = os.environ.get(self.spec.api_key_env, "")
-        elif self.spec.resolved_api_base():
+        elif self._through_base:
             key = NO_KEY
         else:
             key = os.environ.get("OPENAI_API_KEY", "")
-        headers = {"Content-Type": "application/json"}
-        if urllib.parse.urlsplit(self.endpoint()).username is None:
-            # credentials in the address (`user:password@`) go as basic authentication, as litellm sends them
-            headers["Authorization"] = f"Bearer {key}"
         organization = os.environ.get("OPENAI_ORGANIZATION")
-        if organization:  # as litellm sends it
-            headers["OpenAI-Organization"] = organization
-        return headers
+        if self._headers is None or self._headers[0] != (key, organization):
+            headers = {"Content-Type": "application/json"}
+            if not self._basic_auth:
+                # credentials in the address (`user:password@`) go as basic authentication, as litellm sends them
+                headers["Authorization"] = f"Bearer {key}"
+            if organization:  # as litellm sends it
+                headers["OpenAI-Organization"] = organization
+            self._headers = ((key, organization), headers)
+        return dict(self._headers[1])  # a copy: what a caller adds stays its own
 
     def body(self, messages: list[dict[str, str]]) -> dict[str, Any]:
         model = expand_env(self.spec.litellm).removeprefix(PREFIX)
