@@ -26,7 +26,7 @@ from ragmatrix.foundations.untrusted import safe_text
 from ragmatrix.models import aio
 from ragmatrix.models.client import Breaker, Client, Failure, ModelError, Throttle
 from ragmatrix.models.spec import ModelSpec
-from ragmatrix.models.usage import current_sample, current_usage
+from ragmatrix.models.usage import current_requests, current_sample, current_usage
 
 Messages = list[dict[str, str]]
 
@@ -157,6 +157,17 @@ class LLM:
             answered = task is not None and task.done() and not task.cancelled() and task.exception() is None
             return answered and key not in self._consumed
 
+    def _key_sent(self, messages: Messages, sample: int) -> str:
+        """The key of these messages: the one an equal conversation of the item was sent ahead
+        under (the same family code built both from the same case), else worked out."""
+        for sent in current_requests.get():
+            if sent == messages:
+                with self._sent_lock:
+                    known = self._sent_keys.get((id(sent), sample))
+                if known is not None and known[0] is sent:
+                    return known[1]
+        return self.cache_key(messages, sample)
+
     def _task(self, messages: Messages, key: str) -> asyncio.Task[Answer]:
         """The session's one request for this key: asked now, or already asked."""
         task = self._answers.get(key)
@@ -198,7 +209,7 @@ class LLM:
         harness is usually ahead of the server, so this wait is the common case). None when
         any was never asked, failed or was cancelled: `achat` then asks, or raises its error."""
         sample = current_sample.get()
-        keys = [self.cache_key(messages, sample) for messages in conversations]
+        keys = [self._key_sent(messages, sample) for messages in conversations]
         tasks = [self._answers.get(key) for key in keys]
         if not all(task is not None for task in tasks):
             return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -90,3 +91,7 @@ class Usage:
 # The iteration being run: the response cache keys on it, so iteration 2 is a fresh sample.
 current_sample: ContextVar[int] = ContextVar("current_sample", default=0)
 current_usage: ContextVar[Usage | None] = ContextVar("current_usage", default=None)
+# The conversations the scheduler sent ahead for the item being run, the very objects the
+# models keyed them by: the item's test builds equal ones anew, and finding them here spares
+# working out each one's key again.
+current_requests: ContextVar[Sequence[Any]] = ContextVar("current_requests", default=())

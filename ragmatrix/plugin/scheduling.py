@@ -96,6 +96,10 @@ class Scheduler:
         run yet)?"""
         return nodeid in self.ahead or nodeid in self.texts_ahead
 
+    def conversations_sent(self, nodeid: str) -> list[Messages]:
+        """The conversations sent ahead for this item (until it has run)."""
+        return [messages for _, messages, *_ in self.ahead.get(nodeid, ())]
+
     def _following(self) -> Iterator[pytest.Item]:
         """The items this process will run, from the first one not looked at yet."""
         assert self.session is not None  # set by `before`
