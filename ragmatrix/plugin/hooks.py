@@ -37,6 +37,7 @@ from ragmatrix.foundations.untrusted import safe_text
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.models_file import ModelsFileError
 from ragmatrix.models.registry import run_registry
+from ragmatrix.models.usage import current_requests
 from ragmatrix.plugin.session import MODEL_FIXTURES, STATE_KEY, BenchmarkState, get_state, selects_benchmark
 from ragmatrix.plugin.sharding import parse_shard, split
 from ragmatrix.seam.case import Case, CaseInputError
@@ -464,27 +465,46 @@ def _cached_reads_as_success(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> bool | None:
     """pytest's own loop over the items, where only pytest and this plugin take part in it, with
-    one difference: a cached item is reported directly, without the per-item protocol hook and
+    two differences: a cached item is reported directly, without the per-item protocol hook and
     the wrappers pytest's plugins put around it (warnings, assertion rewriting, faulthandler:
-    nothing runs in a cached item for them to watch). On a fully cached run, that hook was most
-    of the work past collection. Anything else (collection errors, --collect-only, xdist, a
-    plugin around each item) is pytest's own loop."""
+    nothing runs in a cached item for them to watch), and an item whose answers were sent ahead
+    runs without the hook's call, within what those wrappers do (`ProtocolWrappers`). On a
+    fully cached run, that hook was most of the work past collection. Anything else (collection
+    errors, --collect-only, xdist, a plugin around each item) is pytest's own loop."""
     config = session.config
     if session.testsfailed or config.option.collectonly or not pytest_internals.loop_hooks_are_pytests_own(config):
         return None
     items = session.items
     cached = bool(items) and _is_cached(items[0])
-    for index, item in enumerate(items):
-        nextitem = items[index + 1] if index + 1 < len(items) else None
-        next_cached = nextitem is not None and _is_cached(nextitem)
-        if not (cached and _reported_as_cached(item, nextitem, next_cached)):
-            config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
-        cached = next_cached
-        if session.shouldfail:
-            raise session.Failed(session.shouldfail)
-        if session.shouldstop:
-            raise session.Interrupted(session.shouldstop)
+    wrappers = pytest_internals.ProtocolWrappers.for_session(config)
+    try:
+        for index, item in enumerate(items):
+            nextitem = items[index + 1] if index + 1 < len(items) else None
+            next_cached = nextitem is not None and _is_cached(nextitem)
+            if not (cached and _reported_as_cached(item, nextitem, next_cached)):
+                if wrappers is None or not _ran_sent_ahead(item, nextitem, wrappers):
+                    config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+            cached = next_cached
+            if session.shouldfail:
+                raise session.Failed(session.shouldfail)
+            if session.shouldstop:
+                raise session.Interrupted(session.shouldstop)
+    finally:
+        if wrappers is not None:
+            wrappers.close()
     return True
+
+
+def _ran_sent_ahead(item: pytest.Item, nextitem: pytest.Item | None, wrappers: pytest_internals.ProtocolWrappers) -> bool:
+    """Run an item whose answers were sent ahead as `pytest_runtest_protocol` below runs it,
+    without the protocol hook's call (`ProtocolWrappers` does what pytest's wrappers around it
+    do); False, having done nothing, for any other item."""
+    if pytest_internals.skip_mark(item) is not None or not wrappers.applies(item):
+        return False
+    arguments = _sent_ahead_arguments(item)
+    if arguments is None or not _nothing_to_tear_down(item, nextitem):
+        return False
+    return wrappers.run(item, lambda: _run_without_setup(item, arguments))
 
 
 def _reported_as_cached(item: pytest.Item, nextitem: pytest.Item | None, next_cached: bool | None = None) -> bool:
@@ -755,9 +775,11 @@ def _run_benchmark_item(item: pytest.Item) -> bool:
         return False
     ahead = scheduling.scheduler(item.config, state)
     ahead.before(item, plan)
+    sent = current_requests.set(ahead.conversations_sent(item.nodeid))
     try:
         runner.run_item(item, plan, state)  # type: ignore[arg-type]
     finally:
+        current_requests.reset(sent)
         ahead.after(item)
     return True
 

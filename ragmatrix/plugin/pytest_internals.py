@@ -14,6 +14,12 @@ The plugin reaches past their public API where it has no public way to do someth
   captured in its phases (`Item._report_sections`), which of pytest's plugins ignore a
   passed setup or teardown report (by their modules' names) and the structured id pytest 9
   gives its reports (`Item.id`);
+- running such an item without calling the protocol hook, doing what pytest's own wrappers of
+  that hook do: the configured warning filters (`Config._catch_configured_warnings`), what
+  `warnings.catch_warnings` sets and resets (`warnings._showwarnmsg_impl`,
+  `_showwarning_orig`, `_filters_mutated`), the assertion plugin's wrapper itself
+  (`_pytest.assertion.pytest_runtest_protocol`) and the faulthandler timeout
+  (`_pytest.faulthandler.get_timeout_config_value`);
 - the fixtures a test function takes, to call it once per iteration: `Function._fixtureinfo`;
 - drawing a progress bar past pytest's capture: the `capturemanager` plugin's
   `global_and_fixture_disabled`;
@@ -28,8 +34,11 @@ breaks a run; `missing()` and `missing_in_run()` name what a release has changed
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import sys
+import warnings
 import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -228,6 +237,133 @@ def hook_proxy(item: pytest.Item) -> Any:
     return proxy
 
 
+# The modules whose implementations of an item's protocol hook `ProtocolWrappers` stands in for:
+# pytest's runner (the protocol itself, which this plugin's runs instead) and the wrappers that
+# pytest's own plugins put around it.
+_PROTOCOL_MODULES = ("_pytest.runner", "_pytest.warnings", "_pytest.assertion", "_pytest.faulthandler", "_pytest.unittest")
+
+
+# What `warnings.catch_warnings(record=True)` sets, and the call that makes the filters count
+# as changed.
+_WARNINGS_INTERNALS = ("_showwarnmsg_impl", "_showwarning_orig", "_filters_mutated")
+
+
+class ProtocolWrappers:
+    """What pytest's own wrappers around an item's protocol do, done for the items this plugin
+    runs without calling the protocol hook (each call went through pluggy and four wrappers,
+    and catching warnings anew, with every configured filter applied again, was most of that):
+
+    - warnings (`_pytest.warnings`): one catch with the configured filters for the whole run of
+      such items; after each item, what it recorded goes to `pytest_warning_recorded` with the
+      item's node id, and the filters count as changed, so that a warning repeated by every
+      item is recorded for every item, as a catch of its own would record it;
+    - assertion (`_pytest.assertion`): pytest's own wrapper, driven here (the item's
+      `pytest_assertrepr_compare` for a failed assert);
+    - faulthandler and unittest: nothing to do without a faulthandler timeout or Twisted's trial.
+
+    An item with `filterwarnings` marks, or a run where any other plugin implements the hook,
+    takes pytest's own protocol."""
+
+    def __init__(self, config: pytest.Config, catches_warnings: bool) -> None:
+        self._config = config
+        self._catches_warnings = catches_warnings
+        self._catching: contextlib.ExitStack | None = None
+        self._log: list[warnings.WarningMessage] = []
+        self._marked: dict[tuple[int, str], bool] = {}
+
+    @classmethod
+    def for_session(cls, config: pytest.Config) -> ProtocolWrappers | None:
+        """Where the protocol hook's implementers are pytest's runner, its own wrappers and this
+        plugin only, each wrapper doing no more than this class does; else None."""
+        caller = getattr(config.pluginmanager.hook, "pytest_runtest_protocol", None)
+        if caller is None or not all(hasattr(warnings, name) for name in _WARNINGS_INTERNALS):
+            return None
+        modules = {str(getattr(impl.function, "__module__", "")) for impl in caller.get_hookimpls()}
+        if any(not (m in _PROTOCOL_MODULES or m.startswith("ragmatrix.")) for m in modules):
+            return None
+        if "_pytest.faulthandler" in modules:
+            from _pytest.faulthandler import get_timeout_config_value
+
+            if get_timeout_config_value(config) > 0:
+                return None
+        if "_pytest.assertion" in modules and _assertion_wrapper() is None:
+            return None
+        if not callable(getattr(config, "_catch_configured_warnings", None)):
+            return None
+        return cls(config, catches_warnings="_pytest.warnings" in modules)
+
+    def applies(self, item: pytest.Item) -> bool:
+        """May this item skip pytest's protocol hook? Not with `filterwarnings` marks (its own
+        or its parents', looked for once per test function), nor under Twisted's trial."""
+        if "twisted.trial.unittest" in sys.modules:
+            return False
+        if any(mark.name == "filterwarnings" for mark in item.own_markers):
+            return False
+        function = (id(item.parent), getattr(item, "originalname", item.name))
+        marked = self._marked.get(function)
+        if marked is None:
+            marked = self._marked[function] = item.get_closest_marker("filterwarnings") is not None
+        return not marked
+
+    def run(self, item: pytest.Item, protocol: Callable[[], bool]) -> bool:
+        """`protocol()`'s result, run within what the wrappers would have done around it."""
+        if self._catches_warnings:
+            if self._catching is None:
+                self._catching = contextlib.ExitStack()
+                self._log = self._catching.enter_context(self._config._catch_configured_warnings(record=True)) or []
+            # Recorded into this run's list again for each item, as a catch of its own would: a
+            # thread's catch that ends (an import meanwhile) puts back what it found.
+            warnings._showwarnmsg_impl = self._log.append  # type: ignore[attr-defined]
+            warnings.showwarning = warnings._showwarning_orig  # type: ignore[attr-defined]
+        assertion = _assertion_wrapper()
+        around = assertion(item) if assertion is not None else None
+        if around is not None:
+            next(around)
+        try:
+            result = protocol()
+        except BaseException as error:
+            if around is not None:
+                around.throw(error)  # the wrapper restores what it set, and raises the error again
+            raise
+        else:
+            if around is not None:
+                try:
+                    around.send(result)
+                except StopIteration:
+                    pass
+        finally:
+            self._recorded(item.ihook, item.nodeid)
+        return result
+
+    def close(self) -> None:
+        """At the end of the run's loop: the catch ends (what was recorded between items goes
+        without a node id)."""
+        if self._catching is not None:
+            self._recorded(self._config.hook, "")
+            catching, self._catching = self._catching, None
+            catching.close()
+
+    def _recorded(self, ihook: Any, nodeid: str) -> None:
+        if self._catching is None:
+            return
+        recorded, self._log[:] = list(self._log), []
+        for message in recorded:
+            ihook.pytest_warning_recorded.call_historic(
+                kwargs={"warning_message": message, "nodeid": nodeid, "when": "runtest", "location": None}
+            )
+        warnings._filters_mutated()  # type: ignore[attr-defined]  # as a new catch does
+
+
+@functools.cache
+def _assertion_wrapper() -> Callable[[pytest.Item], Any] | None:
+    """pytest's assertion wrapper of an item's protocol (a generator that yields once)."""
+    try:
+        from _pytest.assertion import pytest_runtest_protocol
+    except ImportError:
+        return None
+    return pytest_runtest_protocol if inspect.isgeneratorfunction(pytest_runtest_protocol) else None
+
+
 _HOOK_PROXIES = pytest.StashKey[dict[Any, Any]]()
 
 
@@ -335,6 +471,16 @@ def missing() -> list[str]:
         gone.append("pytest.Item.location (a cached property)")
     if call_phase() is None:
         gone.append("_pytest.runner.call_and_report(item, when) and _pytest.logging.caplog_records_key")
+    if not all(hasattr(warnings, name) for name in _WARNINGS_INTERNALS):
+        gone.append("warnings." + ", warnings.".join(_WARNINGS_INTERNALS))
+    if _assertion_wrapper() is None:
+        gone.append("_pytest.assertion.pytest_runtest_protocol (a generator wrapper)")
+    if not callable(getattr(pytest.Config, "_catch_configured_warnings", None)):
+        gone.append("pytest.Config._catch_configured_warnings(record=...)")
+    try:
+        from _pytest.faulthandler import get_timeout_config_value  # noqa: F401
+    except ImportError:
+        gone.append("_pytest.faulthandler.get_timeout_config_value")
     from _pytest.capture import CaptureManager
 
     if not callable(getattr(CaptureManager, "global_and_fixture_disabled", None)):
