@@ -7,6 +7,7 @@ stand on it without importing each other.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -115,8 +116,7 @@ class Case(Generic[InputT, ExpectedT]):
     @property
     def source(self) -> str:
         """The data file's name without `_data.yaml`: `-k <source>` selects this file's items."""
-        name = Path(self.file).name
-        return name.removesuffix("_data.yaml") if name.endswith("_data.yaml") else Path(name).stem
+        return _source_of(self.file)
 
     @property
     def variant(self) -> str:
@@ -125,13 +125,22 @@ class Case(Generic[InputT, ExpectedT]):
     @property
     def id(self) -> str:
         """`case:choice1:choice2`, the name used in test ids, rows and `-k`."""
-        return ":".join([self.name, *(choice for _, choice in self.choices)])
+        if not self.choices:
+            return self.name
+        return self.name + ":" + ":".join([choice for _, choice in self.choices])
 
     def content(self) -> dict[str, Any]:
         """What goes into the result key. Variant choices are a mapping, so that reordering
         the variant fields in YAML does not change the key."""
         raw = self.raw
         return {"case": self.name, "input": raw["input"], "expected": raw["expected"], "variant": dict(self.choices)}
+
+
+@functools.lru_cache(maxsize=1024)
+def _source_of(file: str) -> str:
+    """Worked out once per data file: every item of a file asks for it at collection."""
+    name = Path(file).name
+    return name.removesuffix("_data.yaml") if name.endswith("_data.yaml") else Path(name).stem
 
 
 class _RecentlyRead:
