@@ -351,6 +351,29 @@ def test_a_deleted_case_leaves_the_store_at_the_end_of_the_next_run(bench, serve
     assert "capital_answer" not in {r["item"] for r in rows(bench)}
 
 
+def test_compaction_keeps_each_models_rows_as_that_model_reads_the_cases(bench, server):
+    """A model that reads prompts keeps its rows of each wording, one that reads none its rows of
+    the collapsed case, and a model no longer listed keeps either; a row naming no case goes."""
+    run(bench).assert_outcomes(passed=ALL_ITEMS)
+    store = bench.path / "benchmark/results/rag_interpretation.jsonl"
+    template = next(row for row in rows(bench) if row["model"] == "scripted")
+    added = {
+        ("scripted", "pathway_yes"): False,  # a collapsed id, for a model that reads prompts
+        ("bow", "pathway_yes:simple"): False,  # a wording, for a model that reads none
+        ("gone", "pathway_yes:simple"): True,
+        ("gone", "pathway_yes"): True,
+        ("gone", "no_such_case"): False,
+    }
+    with store.open("a") as handle:
+        for model, item in added:
+            handle.write(json.dumps({**template, "model": model, "item": item, "key": f"{model}-{item}"}) + "\n")
+    assert_outcomes(run(bench), cached=ALL_ITEMS)
+    kept = {(row["model"], row["item"]) for row in rows(bench)}
+    assert {pair for pair, stays in added.items() if stays} <= kept
+    assert not {pair for pair, stays in added.items() if not stays} & kept
+    assert len(kept) == ALL_ITEMS + 2
+
+
 def test_api_keys_never_reach_results_caches_or_ids(bench, server, monkeypatch):
     secret = "sk-live-0123456789abcdefghij"
     monkeypatch.setenv("SCRIPTED_KEY", secret)

@@ -242,13 +242,27 @@ class BenchmarkState:
         if suite.problems or family not in self.known_families():
             return None
         cases, without_prompts = suite.cases.get(family, []), suite.without_prompts(family)
-        as_read = {c.id for c in cases}
         # A family without prompt fields collapses nothing: the same cases, their ids once.
         same = len(cases) == len(without_prompts) and all(a is b for a, b in zip(cases, without_prompts, strict=True))
-        collapsed = as_read if same else {c.id for c in without_prompts}
-        ids = {True: as_read, False: collapsed, None: as_read | collapsed}
+        known: dict[bool | None, set[str]] = {}
+
+        def ids(reads: bool | None) -> set[str]:
+            """The case ids a model that reads prompts (True), reads none (False) or is no longer
+            listed (None) keeps, worked out when a row first asks: a matrix whose models all
+            read no prompt never needs the ids of every wording."""
+            found = known.get(reads)
+            if found is None:
+                if reads is None:
+                    found = ids(True) | ids(False)
+                elif same:
+                    found = known.get(not reads) or {c.id for c in cases}
+                else:
+                    found = {c.id for c in (cases if reads else without_prompts)}
+                known[reads] = found
+            return found
+
         reads_prompts = self.reads_prompts()
-        return lambda row: row.item in ids[reads_prompts.get(row.model)]
+        return lambda row: row.item in ids(reads_prompts.get(row.model))
 
     def compact_store(self) -> Compaction:
         """Compact every family's results (`kept_rows`) and the cost records: one line per
