@@ -481,7 +481,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         for index, item in enumerate(items):
             nextitem = items[index + 1] if index + 1 < len(items) else None
             next_cached = nextitem is not None and _is_cached(nextitem)
-            if not (cached and _reported_as_cached(item, nextitem, next_cached)):
+            if not (cached and _reported_as_cached(item, nextitem, next_cached, cached=True)):
                 if wrappers is None or not _ran_sent_ahead(item, nextitem, wrappers):
                     config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
             cached = next_cached
@@ -507,10 +507,13 @@ def _ran_sent_ahead(item: pytest.Item, nextitem: pytest.Item | None, wrappers: p
     return wrappers.run(item, lambda: _run_without_setup(item, arguments))
 
 
-def _reported_as_cached(item: pytest.Item, nextitem: pytest.Item | None, next_cached: bool | None = None) -> bool:
+def _reported_as_cached(
+    item: pytest.Item, nextitem: pytest.Item | None, next_cached: bool | None = None, cached: bool = False
+) -> bool:
     """Report `item` here if it is cached and nothing is to be torn down after it;
-    `next_cached`: whether `nextitem` is cached, where the caller knows."""
-    if not _is_cached(item) or not _nothing_to_tear_down(item, nextitem):
+    `next_cached`: whether `nextitem` is cached, and `cached`: that `item` is, where the caller
+    knows."""
+    if not (cached or _is_cached(item)) or not _nothing_to_tear_down(item, nextitem):
         return False
     if next_cached is None:
         next_cached = nextitem is not None and _is_cached(nextitem)
@@ -550,12 +553,12 @@ def _report_cached(item: pytest.Item, more_soon: bool = False) -> None:
     where, properties = (pytest_internals.report_node_id(item), location), item.user_properties
     setup = pytest.TestReport(*where, keywords, "skipped", skipped, "setup", user_properties=properties)
     unread = _passed_phases_unread(item.config)
-    hooks = _report_hooks(item, unread)
-    hooks.start(item.nodeid, location)
+    hooks, nodeid = _report_hooks(item, unread), item.nodeid
+    hooks.start(nodeid, location)
     hooks.report(setup, more_soon=more_soon and unread)
     if not unread:
         hooks.report(pytest.TestReport(*where, keywords, "passed", None, "teardown", user_properties=properties))
-    hooks.finish(item.nodeid, location)
+    hooks.finish(nodeid, location)
 
 
 def _report_hooks(item: pytest.Item, direct: bool) -> direct_reports.DirectReports | direct_reports.PluggyReports:
@@ -654,8 +657,8 @@ def _run_without_setup(item: pytest.Item, arguments: dict[str, Any]) -> bool:
     pytest's own call phase runs it."""
     location, _ = _where(item)
     unread, plain = _passed_phases_unread(item.config), _plain_call_phase(item.config)
-    hooks = _report_hooks(item, unread and plain)
-    hooks.start(item.nodeid, location)
+    hooks, nodeid = _report_hooks(item, unread and plain), item.nodeid
+    hooks.start(nodeid, location)
     keywords = pytest_internals.keywords_of(item)
     where, properties = (pytest_internals.report_node_id(item), location), item.user_properties
     if not unread:
@@ -676,7 +679,7 @@ def _run_without_setup(item: pytest.Item, arguments: dict[str, Any]) -> bool:
     if not unread:
         teardown = pytest.TestReport(*where, keywords, "passed", None, "teardown", user_properties=item.user_properties)
         hooks.report(teardown)
-    hooks.finish(item.nodeid, location)
+    hooks.finish(nodeid, location)
     return True
 
 
