@@ -82,7 +82,7 @@ class HttpSession:
     async def session(self) -> aiohttp.ClientSession:
         # A session belongs to the loop it was made on; the run's loop is replaced only when it
         # is closed (`ragmatrix.models.aio`), and the session is closed with it. Each attempt's
-        # time is bounded by the client layer (`asyncio.wait_for`), not here.
+        # time is bounded by the client layer (`ragmatrix.models.client.bounded`), not here.
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:
             import aiohttp
