@@ -14,7 +14,7 @@ from project import write
 
 from ragmatrix.plugin import pytest_internals
 
-WARNING_TEST = '''
+WARNING_TEST = """
 import warnings
 
 from ragmatrix.families import rag
@@ -26,7 +26,7 @@ def test_rag_interpretation(llm, case, record):
     if case.name == "pathway_no":  # two items in the middle of the run
         assert [answer, 1] == [answer, 2]
     record(rag.score(case, answer))
-'''
+"""
 
 WRAPPER = """
 import pytest
@@ -99,7 +99,14 @@ def test_filterwarnings_marks_and_error_filters_hold_for_items_run_without_the_h
 
     write(bench.path / "benchmark" / "test_rag_interpretation.py", WARNING_TEST)
     result = bench.runpytest(
-        "benchmark", "--no-response-cache", "-p", "no:cacheprovider", "--results-dir", "errors", "-W", "error::UserWarning"
+        "benchmark",
+        "--no-response-cache",
+        "-p",
+        "no:cacheprovider",
+        "--results-dir",
+        "errors",
+        "-W",
+        "error::UserWarning",
     )
     assert len(direct_runs) == 3
     result.assert_outcomes(failed=5)  # the configured filter turned each warning into the item's error

@@ -495,7 +495,9 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     return True
 
 
-def _ran_sent_ahead(item: pytest.Item, nextitem: pytest.Item | None, wrappers: pytest_internals.ProtocolWrappers) -> bool:
+def _ran_sent_ahead(
+    item: pytest.Item, nextitem: pytest.Item | None, wrappers: pytest_internals.ProtocolWrappers
+) -> bool:
     """Run an item whose answers were sent ahead as `pytest_runtest_protocol` below runs it,
     without the protocol hook's call (`ProtocolWrappers` does what pytest's wrappers around it
     do); False, having done nothing, for any other item."""

@@ -240,7 +240,13 @@ def hook_proxy(item: pytest.Item) -> Any:
 # The modules whose implementations of an item's protocol hook `ProtocolWrappers` stands in for:
 # pytest's runner (the protocol itself, which this plugin's runs instead) and the wrappers that
 # pytest's own plugins put around it.
-_PROTOCOL_MODULES = ("_pytest.runner", "_pytest.warnings", "_pytest.assertion", "_pytest.faulthandler", "_pytest.unittest")
+_PROTOCOL_MODULES = (
+    "_pytest.runner",
+    "_pytest.warnings",
+    "_pytest.assertion",
+    "_pytest.faulthandler",
+    "_pytest.unittest",
+)
 
 
 # What `warnings.catch_warnings(record=True)` sets, and the call that makes the filters count
@@ -282,8 +288,10 @@ class ProtocolWrappers:
         if any(not (m in _PROTOCOL_MODULES or m.startswith("ragmatrix.")) for m in modules):
             return None
         if "_pytest.faulthandler" in modules:
-            from _pytest.faulthandler import get_timeout_config_value
-
+            try:
+                from _pytest.faulthandler import get_timeout_config_value
+            except ImportError:
+                return None
             if get_timeout_config_value(config) > 0:
                 return None
         if "_pytest.assertion" in modules and _assertion_wrapper() is None:
@@ -310,7 +318,8 @@ class ProtocolWrappers:
         if self._catches_warnings:
             if self._catching is None:
                 self._catching = contextlib.ExitStack()
-                self._log = self._catching.enter_context(self._config._catch_configured_warnings(record=True)) or []
+                caught = self._config._catch_configured_warnings(record=True)
+                self._log = self._catching.enter_context(caught) or []  # type: ignore[arg-type]
             # Recorded into this run's list again for each item, as a catch of its own would: a
             # thread's catch that ends (an import meanwhile) puts back what it found.
             warnings._showwarnmsg_impl = self._log.append  # type: ignore[attr-defined]
