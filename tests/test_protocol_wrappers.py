@@ -87,27 +87,27 @@ def test_warnings_and_assert_explanations_are_alike_without_the_protocol_hook(be
     hooked.assert_outcomes(passed=3, failed=2, warnings=5)
 
 
-def test_filterwarnings_marks_and_error_filters_hold_for_items_run_without_the_hook(bench, direct_runs):
+def run(bench: pytest.Pytester, results: str, *options: str) -> pytest.RunResult:
+    return bench.runpytest(
+        "benchmark", "--no-response-cache", "-p", "no:cacheprovider", "--results-dir", results, *options
+    )
+
+
+def test_filterwarnings_marks_a_faulthandler_timeout_and_error_filters_hold(bench, direct_runs):
     marked = WARNING_TEST.replace(
         "def test_rag_interpretation", '@pytest.mark.filterwarnings("ignore:read")\ndef test_rag_interpretation'
     )
     write(bench.path / "benchmark" / "test_rag_interpretation.py", "import pytest\n" + marked)
-    result = bench.runpytest("benchmark", "--no-response-cache", "-p", "no:cacheprovider", "--results-dir", "marked")
+    result = run(bench, "marked")
     assert direct_runs == []  # a function with a filterwarnings mark: the hook's way
     result.assert_outcomes(passed=3, failed=2)
     assert "warnings summary" not in result.stdout.str()
 
     write(bench.path / "benchmark" / "test_rag_interpretation.py", WARNING_TEST)
-    result = bench.runpytest(
-        "benchmark",
-        "--no-response-cache",
-        "-p",
-        "no:cacheprovider",
-        "--results-dir",
-        "errors",
-        "-W",
-        "error::UserWarning",
-    )
+    run(bench, "timed", "-o", "faulthandler_timeout=600").assert_outcomes(passed=3, failed=2, warnings=5)
+    assert direct_runs == []  # a faulthandler timeout is armed per item: the hook's way
+
+    result = run(bench, "errors", "-W", "error::UserWarning")
     assert len(direct_runs) == 3
     result.assert_outcomes(failed=5)  # the configured filter turned each warning into the item's error
     assert result.stdout.str().count("UserWarning: read") >= 5
