@@ -14,7 +14,7 @@ import pytest
 from project import server_spec
 
 from ragmatrix.foundations.cache import SqliteCache
-from ragmatrix.models import aio
+from ragmatrix.models import aio, client
 from ragmatrix.models.chat import LLM, MAX_ANSWER_CHARS
 from ragmatrix.models.client import ModelError, Throttle
 from ragmatrix.models.openai_chat import OpenAIChat
@@ -261,9 +261,86 @@ def test_api_keys_never_reach_an_error_message(chat_model, server, monkeypatch):
 
 
 def test_timeouts_hold_even_when_the_library_ignores_its_own(chat_model, server):
-    # asyncio.wait_for bounds each attempt whatever the client library does
+    # the client layer (`bounded`) stops each attempt whatever the client library does
     server.inject(Reply.hang(60), Reply.hang(60))  # then each would answer: only timeouts end the call first
     model = chat_model(server, timeout=0.2, retries=1)
     with pytest.raises(ModelError, match="timed out"):
         model.chat(QUESTION)
     assert server.count() == 2
+
+
+# -- one attempt's limits (`bounded`): a timer on the caller's own task ---------------------------
+
+
+def stopped(request_ends: list[str], **limits: object) -> tuple[str, int]:
+    """What `bounded` raised for a request that never answers, and the caller task's pending
+    cancellations afterwards (none may be left behind)."""
+
+    async def never_answers() -> None:
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            request_ends.append("stopped")
+
+    async def caller() -> tuple[str, int]:
+        try:
+            await client.bounded(never_answers(), **limits)  # type: ignore[arg-type]
+        except TimeoutError as error:
+            await asyncio.sleep(0)  # a cancellation left pending would be raised here
+            task = asyncio.current_task()
+            assert task is not None
+            return type(error).__name__, task.cancelling()
+        raise AssertionError("no limit passed")
+
+    return asyncio.run(caller())
+
+
+def test_an_attempt_past_its_timeout_is_stopped_where_it_waits_and_leaves_no_cancellation():
+    ends: list[str] = []
+    assert stopped(ends, timeout=0.05, longest=60.0) == ("TimeoutError", 0)
+    assert ends == ["stopped"]
+
+
+def test_an_attempt_is_busy_not_timed_out_while_the_server_answers_others():
+    ends: list[str] = []
+    slowed: list[bool] = []
+    limits = {"timeout": 0.05, "longest": 1.0, "heard": time.monotonic, "slowed": lambda: slowed.append(True)}
+    assert stopped(ends, **limits) == ("BusyServer", 0)
+    assert ends == ["stopped"] and slowed == [True]  # told once that it passed its timeout
+
+
+def test_an_attempt_cancelled_from_outside_is_cancelled_not_timed_out():
+    ends: list[str] = []
+
+    async def main() -> None:
+        started = asyncio.Event()
+
+        async def request() -> None:
+            started.set()
+            try:
+                await asyncio.sleep(3600)
+            finally:
+                ends.append("stopped")
+
+        attempt = asyncio.create_task(client.bounded(request(), timeout=60.0, longest=600.0))
+        await started.wait()
+        attempt.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await attempt
+
+    asyncio.run(main())
+    assert ends == ["stopped"]
+
+
+def test_an_attempt_with_no_time_at_all_is_never_sent():
+    sent: list[bool] = []
+
+    async def request() -> None:
+        sent.append(True)
+
+    async def main() -> None:
+        with pytest.raises(TimeoutError):
+            await client.bounded(request(), timeout=0.0, longest=0.0)
+
+    asyncio.run(main())
+    assert sent == []

@@ -125,6 +125,20 @@ def test_a_key_echoed_in_an_error_is_redacted_whatever_its_variable(server, monk
     assert str(raised.value).startswith("HTTP 401 AuthenticationError: Incorrect API key provided: ***")
 
 
+def test_a_key_changed_while_the_model_is_in_use_goes_with_the_next_request(server, monkeypatch):
+    """The headers are made once, but the key is read for every request."""
+    monkeypatch.setenv("LOCAL_LLM_PASS", "first-key-1234")
+    spec = server_spec(server, "llm", "keyed", api_key_env="LOCAL_LLM_PASS")
+    model = LLM(spec, OpenAIChat(spec), None)
+    model.chat([{"role": "user", "content": "one"}])
+    monkeypatch.setenv("LOCAL_LLM_PASS", "second-key-5678")
+    monkeypatch.setenv("OPENAI_ORGANIZATION", "org-lab")
+    model.chat([{"role": "user", "content": "two"}])
+    sent = [request["headers"] for request in server.requests[-2:]]
+    assert sent[0]["authorization"] == "Bearer first-key-1234" and "openai-organization" not in sent[0]
+    assert sent[1]["authorization"] == "Bearer second-key-5678" and sent[1]["openai-organization"] == "org-lab"
+
+
 def test_a_connection_refused_is_retried_and_counts_towards_the_breaker():
     spec = spec_of(litellm="openai/m", api_base="http://127.0.0.1:9/v1", retries=1, breaker_after=2, timeout=5)
     model = LLM(spec, OpenAIChat(spec), None)
