@@ -229,7 +229,8 @@ def test_responses_are_cached_per_sample_and_errors_never(chat_model, server, tm
 
 def test_the_concurrency_limit_holds(chat_model, server):
     server.gather(3)
-    model = chat_model(server, concurrency=3)
+    # No attempt may time out while the server waits for all three: a retry would be a fourth.
+    model = chat_model(server, concurrency=3, timeout=30)
     answers = model.chat_many([[{"role": "user", "content": f"q{i}"}] for i in range(9)])
     assert answers == ["yes"] * 9
     assert server.max_concurrency == 3
