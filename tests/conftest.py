@@ -27,6 +27,12 @@ from ragmatrix.models.providers.litellm_chat import import_litellm  # noqa: E402
 
 import_litellm()
 
+# The plugin's hooks and fixtures load only in a run that collects a benchmark, and this run of
+# the tests collects none: imported here, they outlive each in-process run, so that a test that
+# patches one of their modules patches the module the run it starts uses.
+import ragmatrix.plugin.fixtures  # noqa: E402,F401
+import ragmatrix.plugin.hooks  # noqa: E402,F401
+
 
 @pytest.fixture
 def fresh_run(tmp_path) -> Iterator[RunContext]:

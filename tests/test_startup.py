@@ -45,6 +45,36 @@ def test_the_plugins_modules_are_imported_without_assertion_rewriting(bench, mon
     assert rewritten == ["ragmatrix.plugin"]
 
 
+IMPORTED = """
+import json, sys
+
+def pytest_sessionfinish(session):
+    names = ("ragmatrix.plugin.hooks", "ragmatrix.plugin.fixtures", "ragmatrix.models", "pydantic")
+    with open("imported.json", "w") as handle:
+        json.dump({name: name in sys.modules for name in names}, handle)
+"""
+
+OTHER_TESTS = """
+import pytest
+
+@pytest.mark.cases(lambda case: True)
+def test_other():
+    assert 1 + 1 == 2
+"""
+
+
+def test_a_run_of_other_tests_loads_none_of_the_benchmarks_machinery(bench):
+    write(bench.path / "conftest.py", IMPORTED)
+    write(bench.path / "tests" / "test_other.py", OTHER_TESTS)
+    # The plugin's options still parse and its marker is known where no benchmark is collected.
+    other = bench.runpytest_subprocess("tests", "-p", "no:cacheprovider", "--strict-markers", "--run-all")
+    other.assert_outcomes(passed=1)
+    assert not any(json.loads((bench.path / "imported.json").read_text()).values())
+    # The same environment's benchmark run loads them as pytest configures.
+    bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-k", "bow").assert_outcomes(passed=2)
+    assert all(json.loads((bench.path / "imported.json").read_text()).values())
+
+
 def test_a_run_without_xdist_works(bench):
     result = bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-p", "no:xdist")
     result.assert_outcomes(passed=ALL_ITEMS)

@@ -1,7 +1,11 @@
 """The pytest plugin of ragmatrix, registered through the `pytest11` entry point.
 
 Installing the package is enough: pytest loads this module in every run of the environment.
-Its hooks stay idle unless the run collects the benchmark folder (`benchmark/` by default).
+This module declares the options and asks one question when pytest configures: does the run
+collect the benchmark folder (`benchmark/` by default)? Only then does it register the hooks
+(`ragmatrix.plugin.hooks`) and the fixtures (`ragmatrix.plugin.fixtures`), and import the
+models, pydantic and the suite they need: a run of other tests in the same environment pays for
+none of it (0.17 s of CPU at every start otherwise).
 
 pytest rewrites the asserts of every package of a distribution that declares a `pytest11`
 entry point, so that a failing assert in a plugin's helpers explains itself. The package's
@@ -14,9 +18,12 @@ pytest's hook. Benchmark test modules and conftest files are rewritten as usual.
 import importlib.abc
 import importlib.machinery
 import sys
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
+from typing import Any
+
+import pytest
 
 # Every module of the package, not only this layer's: pytest marks the whole distribution.
 _PACKAGE = __name__.partition(".")[0] + "."
@@ -36,56 +43,40 @@ class _PlainImports(importlib.abc.MetaPathFinder):
 if not any(isinstance(finder, _PlainImports) for finder in sys.meta_path):
     sys.meta_path.insert(0, _PlainImports())
 
-from ragmatrix.plugin.fixtures import embedder, evaluator, judge, llm, record, reranker, retriever  # noqa: E402
-from ragmatrix.plugin.hooks import (  # noqa: E402
-    pytest_addhooks,
-    pytest_addoption,
-    pytest_cmdline_main,
-    pytest_collect_file,
-    pytest_collection_finish,
-    pytest_collection_modifyitems,
-    pytest_configure,
-    pytest_configure_node,
-    pytest_generate_tests,
-    pytest_itemcollected,
-    pytest_pyfunc_call,
-    pytest_report_collectionfinish,
-    pytest_report_header,
-    pytest_report_teststatus,
-    pytest_runtest_makereport,
-    pytest_runtest_protocol,
-    pytest_runtest_setup,
-    pytest_runtestloop,
-    pytest_sessionstart,
-    pytest_xdist_make_scheduler,
-)
+from ragmatrix.plugin.options import pytest_addoption  # noqa: E402
+from ragmatrix.plugin.selection import collects_benchmark  # noqa: E402
 
-__all__ = [
-    "embedder",
-    "evaluator",
-    "judge",
-    "llm",
-    "pytest_addhooks",
-    "pytest_addoption",
-    "pytest_cmdline_main",
-    "pytest_collect_file",
-    "pytest_collection_finish",
-    "pytest_collection_modifyitems",
-    "pytest_configure",
-    "pytest_configure_node",
-    "pytest_generate_tests",
-    "pytest_itemcollected",
-    "pytest_pyfunc_call",
-    "pytest_report_collectionfinish",
-    "pytest_report_header",
-    "pytest_report_teststatus",
-    "pytest_sessionstart",
-    "pytest_runtest_makereport",
-    "pytest_runtest_protocol",
-    "pytest_runtest_setup",
-    "pytest_runtestloop",
-    "pytest_xdist_make_scheduler",
-    "record",
-    "reranker",
-    "retriever",
-]
+__all__ = ["pytest_addhooks", "pytest_addoption", "pytest_cmdline_main", "pytest_configure"]
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    import ragmatrix.plugin.hookspecs as hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config: pytest.Config) -> Generator[None, Any, Any]:
+    """xdist (`-n`): each model's items go to one worker (`--dist loadgroup`, see
+    `pytest_xdist_make_scheduler`), so each worker builds each model once, unless the command
+    line chooses another distribution. Set before xdist reads it; workers only run the items
+    they are sent, so only the controller decides."""
+    chosen = getattr(config.option, "dist", None)  # None: xdist is not loaded (-p no:xdist)
+    if chosen == "no" and not hasattr(config, "workerinput") and collects_benchmark(config):
+        config.option.dist = "loadgroup"
+    return (yield)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The marker is declared in every run (`--strict-markers` accepts it anywhere); the hooks
+    and fixtures join a run that collects the benchmark, and their own `pytest_configure` runs
+    as they are registered."""
+    config.addinivalue_line(
+        "markers", "cases(where): run a benchmark test only on the cases for which where(case) is true"
+    )
+    if collects_benchmark(config):
+        import ragmatrix.plugin.fixtures as fixtures
+        import ragmatrix.plugin.hooks as hooks
+
+        config.pluginmanager.register(hooks, "ragmatrix-hooks")
+        config.pluginmanager.register(fixtures, "ragmatrix-fixtures")

@@ -1,6 +1,7 @@
 """The pytest hooks of ragmatrix: a thin layer over the modules that do the work.
 
-- options and the session header;
+- the run's state and the session header (the options are `ragmatrix.plugin.options`; the
+  entry point registers these hooks only in a run that collects the benchmark);
 - collection: data files report their problems, test modules are parametrized over
   model x case, items whose result is stored are skipped as `cached`, and `--shard K/N` keeps
   this machine's part of the matrix;
@@ -38,81 +39,22 @@ from ragmatrix.models.client import ModelError
 from ragmatrix.models.models_file import ModelsFileError
 from ragmatrix.models.registry import run_registry
 from ragmatrix.models.usage import current_requests
-from ragmatrix.plugin.session import MODEL_FIXTURES, STATE_KEY, BenchmarkState, get_state, selects_benchmark
+from ragmatrix.plugin.selection import benchmark_dir as benchmark_folder
+from ragmatrix.plugin.session import MODEL_FIXTURES, STATE_KEY, BenchmarkState, get_state
 from ragmatrix.plugin.sharding import parse_shard, split
 from ragmatrix.seam.case import Case, CaseInputError
-from ragmatrix.suite.loader import DEFAULT_MAX_VARIANTS
-
-_HELP_MODELS = "comma-separated model ids from benchmark/models.yaml to run (default: all available)"
-_HELP_MAX_VARIANTS = f"the most items one case may expand to (default {DEFAULT_MAX_VARIANTS})"
-
-
-def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    import ragmatrix.plugin.hookspecs as hookspecs
-
-    pluginmanager.add_hookspecs(hookspecs)
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("ragmatrix", "ragmatrix benchmark")
-    group.addoption("--run-all", action="store_true", help="rerun every item, replacing stored results")
-    group.addoption("--models", default=None, help=_HELP_MODELS)
-    group.addoption(
-        "--evaluator", default=None, help="id of the LLM in models.yaml that checks answers no rule can check"
-    )
-    group.addoption("--iterations", type=int, default=None, help="repeat each item N times (default 1)")
-    group.addoption("--results-dir", default=None, help="read and write results here (default benchmark/results)")
-    group.addoption(
-        "--send-ahead",
-        type=int,
-        default=256,
-        metavar="N",
-        help="send about N model requests ahead of the items at a time (default 256); a killed run loses at most these",
-    )
-    group.addoption(
-        "--compare-variants",
-        action="store_true",
-        help="in the summary, test each model's variants (chunkings, prompt wordings) against each other",
-    )
-    group.addoption(
-        "--no-response-cache",
-        action="store_true",
-        help="ask the models again instead of replaying cached responses and embeddings",
-    )
-    group.addoption("--max-variants", type=int, default=None, help=_HELP_MAX_VARIANTS)
-    group.addoption(
-        "--shard",
-        default=None,
-        metavar="K/N",
-        help="run part K of N deterministic parts of the matrix (one per machine; join them with ragmatrix merge)",
-    )
-    parser.addini("benchmark_dir", "folder holding test_<family>.py, models.yaml and data/", default="benchmark")
-    parser.addini("max_variants", _HELP_MAX_VARIANTS, default=str(DEFAULT_MAX_VARIANTS))
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_cmdline_main(config: pytest.Config) -> Any:
-    """xdist (`-n`): each model's items go to one worker (`--dist loadgroup`, see
-    `pytest_xdist_make_scheduler`), so each worker builds each model once, unless the command
-    line chooses another distribution. Set before xdist reads it; workers only run the items
-    they are sent, so only the controller decides."""
-    chosen = getattr(config.option, "dist", None)  # None: xdist is not loaded (-p no:xdist)
-    if chosen == "no" and not hasattr(config, "workerinput"):
-        benchmark_dir = config.rootpath / str(config.getini("benchmark_dir"))
-        if benchmark_dir.is_dir() and selects_benchmark(config.rootpath, benchmark_dir, [str(a) for a in config.args]):
-            config.option.dist = "loadgroup"
-    return (yield)
-
 
 RUN_KEY = pytest.StashKey[RunContext]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """The run's state; the entry point registers these hooks only in a run that collects the
+    benchmark folder (`ragmatrix.plugin`)."""
     root = config.rootpath
     # .env read (variables already set win), the caches under root; ended when pytest unconfigures
     run = config.stash[RUN_KEY] = start_run(root, use_cache=not config.getoption("--no-response-cache"))
     config.add_cleanup(run.end)
-    benchmark_dir = root / str(config.getini("benchmark_dir"))
+    benchmark_dir = benchmark_folder(config)
     results_option = config.getoption("--results-dir")
     results_dir = (
         (config.invocation_params.dir / results_option).resolve() if results_option else benchmark_dir / "results"
@@ -151,29 +93,25 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE_KEY] = state
     session_end = SessionEnd(state, run, controller=workerinput is None)
     config.pluginmanager.register(session_end, "ragmatrix-session-end")
-    config.addinivalue_line(
-        "markers", "cases(where): run a benchmark test only on the cases for which where(case) is true"
-    )
-    if _selected(config):
-        gc.unfreeze()  # what an earlier session in this process froze can be collected again
-        if workerinput is None:  # progress bars reach the terminal, not the capture
-            run.suspend_capture = pytest_internals.capture_suspender(config)
-        try:
-            models = state.models  # decide the matrix now, so a bad models.yaml stops the run at once
-            state.evaluator  # noqa: B018 - and the evaluator
-        except ModelsFileError as error:
-            raise pytest.UsageError(str(error)) from None
-        if state.wanted_models and not models.available and workerinput is None:
-            # Nothing would run, and a leaderboard of other models' stored rows would look like
-            # an answer: say why each named model cannot run, and stop.
-            reasons = "; ".join(f"{model}: {why}" for model, why in models.left_out.items())
-            raise pytest.UsageError(f"no model of --models can run here ({reasons})")
-        # the models' work is measured, and their requests priced as models.yaml says now
-        session_end.meter = cost.start_session(state.results_dir, state.price_of)
-        session_end.measured = cost.current_meter.get()
-        if not getattr(config.option, "numprocesses", None) or workerinput is not None:  # not an xdist controller
-            for spec in models.available:
-                spec.prepare_meanwhile()
+    gc.unfreeze()  # what an earlier session in this process froze can be collected again
+    if workerinput is None:  # progress bars reach the terminal, not the capture
+        run.suspend_capture = pytest_internals.capture_suspender(config)
+    try:
+        models = state.models  # decide the matrix now, so a bad models.yaml stops the run at once
+        state.evaluator  # noqa: B018 - and the evaluator
+    except ModelsFileError as error:
+        raise pytest.UsageError(str(error)) from None
+    if state.wanted_models and not models.available and workerinput is None:
+        # Nothing would run, and a leaderboard of other models' stored rows would look like
+        # an answer: say why each named model cannot run, and stop.
+        reasons = "; ".join(f"{model}: {why}" for model, why in models.left_out.items())
+        raise pytest.UsageError(f"no model of --models can run here ({reasons})")
+    # the models' work is measured, and their requests priced as models.yaml says now
+    session_end.meter = cost.start_session(state.results_dir, state.price_of)
+    session_end.measured = cost.current_meter.get()
+    if not getattr(config.option, "numprocesses", None) or workerinput is not None:  # not an xdist controller
+        for spec in models.available:
+            spec.prepare_meanwhile()
 
 
 def _max_variants(config: pytest.Config) -> int:
@@ -190,29 +128,23 @@ def _max_variants(config: pytest.Config) -> int:
     return value
 
 
-def _selected(config: pytest.Config) -> bool:
-    state = get_state(config)
-    return state.benchmark_dir.is_dir() and state.selects_benchmark([str(a) for a in config.args])
-
-
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """xdist: hand each worker the controller's choice of models, so all agree on the matrix."""
     config = node.config
-    if _selected(config):
-        models = get_state(config).models
-        evaluator = get_state(config).evaluator
-        node.workerinput["ragmatrix_models"] = {
-            "available": [m.id for m in models.available],
-            "left_out": models.left_out,
-            "evaluator": {"id": evaluator.spec.id if evaluator.spec else None, "reason": evaluator.reason},
-        }
+    models = get_state(config).models
+    evaluator = get_state(config).evaluator
+    node.workerinput["ragmatrix_models"] = {
+        "available": [m.id for m in models.available],
+        "left_out": models.left_out,
+        "evaluator": {"id": evaluator.spec.id if evaluator.spec else None, "reason": evaluator.reason},
+    }
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """xdist, `--dist loadgroup`: a scheduler that sends each model's items to one worker."""
-    if config.getoption("dist") != "loadgroup" or not _selected(config):
+    if config.getoption("dist") != "loadgroup":
         return None
     from ragmatrix.plugin.workers import model_scheduler
 
@@ -222,8 +154,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
-    if not _selected(config):
-        return None
     state = get_state(config)
     models = state.models
     lines = [
@@ -385,8 +315,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     to its end) out of the cyclic garbage collector's walks. Each full collection would walk
     all of them again, during the run and five times more at pytest's exit: on 10,000 items
     that was a tenth of a cached rerun. A later session in the same process unfreezes them."""
-    if _selected(session.config):
-        gc.freeze()
+    gc.freeze()
 
 
 @pytest.hookimpl(trylast=True)

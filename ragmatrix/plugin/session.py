@@ -30,22 +30,12 @@ from ragmatrix.results.provenance import provenance
 from ragmatrix.results.rows import Provenance, Row
 from ragmatrix.results.store import ResultStore
 from ragmatrix.seam.case import Case, CaseInputError
+from ragmatrix.suite import DEFAULT_MAX_VARIANTS
 from ragmatrix.suite.evaluator import EvaluatorChoice, choose_evaluator
-from ragmatrix.suite.loader import DEFAULT_MAX_VARIANTS, Suite, load_suite
+from ragmatrix.suite.loader import Suite, load_suite
 
 STATE_KEY = pytest.StashKey["BenchmarkState"]()
 MODEL_FIXTURES = ("llm", "embedder", "judge", "retriever", "reranker")
-
-
-def selects_benchmark(root: Path, benchmark_dir: Path, args: list[str]) -> bool:
-    """Does an invocation with these arguments collect anything under the benchmark folder?"""
-    bench = benchmark_dir.resolve()
-    for arg in args:
-        path = (root / arg.split("::")[0]).resolve() if not Path(arg).is_absolute() else Path(arg)
-        path = path.resolve()
-        if path == bench or bench in path.parents or path in bench.parents:
-            return True
-    return False
 
 
 @dataclass
@@ -109,10 +99,6 @@ class BenchmarkState:
         if path.parent.resolve() != self.benchmark_dir.resolve() or not path.stem.startswith("test_"):
             return None
         return path.stem[len("test_") :]
-
-    def selects_benchmark(self, args: list[str]) -> bool:
-        """Does this invocation collect anything under the benchmark folder?"""
-        return selects_benchmark(self.root, self.benchmark_dir, args)
 
     @property
     def models(self) -> ModelSet:

@@ -28,11 +28,9 @@ from ragmatrix.families import family_named
 from ragmatrix.foundations.shared_values import SharedValues
 from ragmatrix.foundations.yamlfile import YamlFileError, error_line, field_errors, read_yaml
 from ragmatrix.seam.case import Case, Problem, Skipped
+from ragmatrix.suite import DEFAULT_MAX_VARIANTS
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]+$")
-# The most items one case may expand to (the product of its fields' variant counts); the
-# --max-variants option and the max_variants ini setting change it.
-DEFAULT_MAX_VARIANTS = 2000
 # Metadata a case may carry besides its content; it never changes a result.
 METADATA_FIELDS = {"domain", "tags", "description"}
 
