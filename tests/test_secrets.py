@@ -3,6 +3,7 @@ process in text; addresses and model names read from other variables show, witho
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -131,6 +132,16 @@ def test_a_left_out_models_reason_names_its_server_read_from_a_variable_without_
     reason = select_models(load_models(path), None).left_out["a"]
     assert reason.startswith("server http://user:***@127.0.0.1:9/private-path/v1 unreachable (")
     assert "pass-word-77" not in reason
+
+
+def test_basic_credentials_a_server_echoes_are_hidden_and_prose_about_basics_is_not(fresh_run):
+    token = base64.b64encode(b"user:pass-word-77").decode()
+    echoed = f'401: bad request, headers {{"Authorization": "Basic {token}"}}; authorization: basic {token}'
+    assert (
+        secrets.redact(echoed) == '401: bad request, headers {"Authorization": "Basic ***"}; authorization: basic ***'
+    )
+    answer = "Basic understanding of the pathway is needed. Basic dXNlcjpw is no header."
+    assert secrets.redact(answer) == answer
 
 
 def test_a_server_whose_address_holds_a_password_is_reached_and_its_items_run(bench, server, monkeypatch):

@@ -31,6 +31,10 @@ SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IG
 KEY_SHAPES = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{20,}|Bearer\s+[A-Za-z0-9_\-.]{8,})")
 # The password of a URL's `user:password@`: the address around it shows, the password does not.
 URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@]*:)[^\s/@]+@")
+# Basic credentials (base64 of `user:password`) in an Authorization header a server echoes, as
+# `Authorization: Basic ...` or JSON's `"authorization": "Basic ..."`; only there, so that an
+# answer's "Basic understanding" stays as written.
+BASIC_CREDENTIALS = re.compile(r"""(authorization["']?\s*[:=]\s*["']?basic\s+)[A-Za-z0-9+/=]+""", re.IGNORECASE)
 # Shorter values are not redacted: replacing every "1" or "true" would garble the text.
 MIN_LENGTH = 6
 
@@ -84,6 +88,7 @@ def redact(text: str, extra_names: tuple[str, ...] = ()) -> str:
     for value in secret_values(extra_names):
         text = text.replace(value, "***")
     text = URL_PASSWORD.sub(r"\1***@", text)
+    text = BASIC_CREDENTIALS.sub(r"\1***", text)
     return KEY_SHAPES.sub("***", text)
 
 
