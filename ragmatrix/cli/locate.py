@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 MODELS_FILE = Path("benchmark/models.yaml")
@@ -35,6 +36,16 @@ def models_file(given: Path | None, start: Path | None = None) -> Path:
         return find_upward(MODELS_FILE, (start or Path.cwd()).resolve())
     except NotFound as error:
         raise NotFound(f"{error}; give the file with --models-file") from None
+
+
+def add_results_dir(parser: argparse.ArgumentParser) -> None:
+    """`--results-dir`, as every command reading stored results takes it (see `results_folder`)."""
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        default=None,
+        help="the results (default benchmark/results, looked for from here upward)",
+    )
 
 
 def results_folder(given: Path | None, start: Path | None = None) -> Path:

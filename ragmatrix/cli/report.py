@@ -22,17 +22,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ragmatrix.cli.locate import add_results_dir
+
 NAME = "report"
 HELP = "the leaderboard as markdown, HTML and PNG plots, with intervals and significance"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--results-dir",
-        type=Path,
-        default=None,
-        help="the results (default benchmark/results, looked for from here upward)",
-    )
+    add_results_dir(parser)
     parser.add_argument("--out", type=Path, default=None, help="the report folder (default RESULTS_DIR/report)")
     parser.add_argument(
         "--models-file",

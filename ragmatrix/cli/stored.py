@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragmatrix.cli.locate import add_results_dir
+
 if TYPE_CHECKING:
     from ragmatrix.explore.items import StoredItem
     from ragmatrix.results.rows import Row
@@ -33,12 +35,7 @@ class Stored:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--results-dir",
-        type=Path,
-        default=None,
-        help="the results (default benchmark/results, looked for from here upward)",
-    )
+    add_results_dir(parser)
     parser.add_argument(
         "--data-dir",
         type=Path,
