@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from project import write
+from test_reranker_runs import ZELO_CASES
 
 from ragmatrix.cost.meter import Meter, current_meter, working_on
 from ragmatrix.cost.price import SearchPrice
@@ -411,20 +412,7 @@ def test_stages_take_a_two_stage_system_apart(tmp_path, fresh_run):
 def zelo_case(tmp_path: Path):
     from ragmatrix.suite.loader import load_suite
 
-    write(
-        tmp_path / "zelo_battles_data.yaml",
-        """
-zelo_battles:
-  - case: fruit
-    input:
-      query: "apple banana"
-      instruction: "judge"
-      documents: {d1: "apple pie", d2: "cherry tart", d3: "banana bread with apple", d4: "plain water"}
-    expected:
-      relevance: {d1: 2, d2: 0, d3: 3, d4: 1}
-      k: 2
-""",
-    )
+    write(tmp_path / "zelo_battles_data.yaml", ZELO_CASES)  # its first case, fruit, is the one used
     suite = load_suite(tmp_path, ["zelo_battles"], root=tmp_path)
     assert suite.problems == []
     return suite.cases["zelo_battles"][0]
