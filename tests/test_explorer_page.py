@@ -46,16 +46,22 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+def headless_chromium(profile: Path) -> object:
+    """Debian's Chromium driven through chromium-driver, headless, with its own profile folder
+    (`tests/perf/explorer_page.py` starts it too)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for flag in (*FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+    for flag in (*FLAGS, f"--user-data-dir={profile}"):
         options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(str(DRIVER)), options=options)
+    return webdriver.Chrome(service=Service(str(DRIVER)), options=options)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    driver = headless_chromium(tmp_path_factory.mktemp("chromium-profile"))
     driver.set_page_load_timeout(120)
     yield driver
     driver.quit()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import subprocess
 import sys
@@ -29,17 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmark" / "results"
 DATA = ROOT / "benchmark" / "data"
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1400,1000",
-)
+sys.path.insert(0, str(ROOT / "tests"))
+
+from test_explorer_page import CHROMIUM, DRIVER, headless_chromium  # noqa: E402
 
 
 def large_store(folder: Path, items: int) -> int:
@@ -122,18 +113,10 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    if chromium is None or driver_path is None:
+    if CHROMIUM is None or DRIVER is None:
         sys.exit("needs chromium and chromium-driver (Debian: apt-get install chromium chromium-driver)")
     with tempfile.TemporaryDirectory() as profile, tempfile.TemporaryDirectory() as folder:
-        options = webdriver.ChromeOptions()
-        options.binary_location = chromium
-        for flag in (*FLAGS, f"--user-data-dir={profile}"):
-            options.add_argument(flag)
-        driver = webdriver.Chrome(service=Service(driver_path), options=options)
+        driver = headless_chromium(Path(profile))
         try:
             base = measure(driver, RESULTS, args.repeats)
             made = large_store(Path(folder), args.items)
