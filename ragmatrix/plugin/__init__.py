@@ -5,7 +5,7 @@ This module declares the options and asks one question when pytest configures: d
 collect the benchmark folder (`benchmark/` by default)? Only then does it register the hooks
 (`ragmatrix.plugin.hooks`) and the fixtures (`ragmatrix.plugin.fixtures`), and import the
 models, pydantic and the suite they need: a run of other tests in the same environment pays for
-none of it (0.17 s of CPU at every start otherwise).
+none of it (about 0.13 s of CPU at every start otherwise).
 
 pytest rewrites the asserts of every package of a distribution that declares a `pytest11`
 entry point, so that a failing assert in a plugin's helpers explains itself. The package's
