@@ -61,6 +61,24 @@ def test_the_items_of_a_model_are_asked_at_its_full_concurrency(bench, server):
     assert server.count() == LLM_ITEMS
 
 
+def test_the_first_request_goes_out_before_the_rest_of_the_window_is_built(bench, server, monkeypatch):
+    # With nothing in flight the server would wait while every item of the window was planned:
+    # the first item's request is sent at once, then batches as large as what is in flight.
+    from ragmatrix.plugin import scheduling
+
+    batches: list[int] = []
+    send = scheduling.Scheduler._send
+
+    def counted(self: scheduling.Scheduler, requests: list) -> None:
+        batches.append(len(requests))
+        send(self, requests)
+
+    monkeypatch.setattr(scheduling.Scheduler, "_send", counted)
+    run(bench, "-k", "scripted").assert_outcomes(passed=LLM_ITEMS)
+    assert batches == [1, 1, 2, 1]
+    assert server.count() == LLM_ITEMS
+
+
 def test_iterations_are_asked_concurrently_too(bench, server):
     server.gather(4)
     run(bench, "--iterations", "3", "-k", "scripted and pathway_yes").assert_outcomes(passed=2)

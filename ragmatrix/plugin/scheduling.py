@@ -19,7 +19,10 @@ they are started and not waited for, so each item waits only for its own answers
 loop has read as they arrived, while the items before it were recorded. About `--send-ahead`
 requests (default 256) are in flight or answered ahead of the items at any time: when fewer
 than half that many are left, the next items' requests are sent. A killed run therefore loses
-at most about `--send-ahead` answers.
+at most about `--send-ahead` answers. With nothing in flight (the start of a run), the first
+item's requests go out as soon as they are built, and the rest of the window follows in batches
+that double (1, 1, 2, 4, ...): the server starts on the first request, not after the whole
+window has been planned.
 
 Which items are this process's:
 - without xdist: the items selected (after `-k`, `--models`, cached skips), in order;
@@ -121,6 +124,10 @@ class Scheduler:
         texts: list[tuple[ItemPlan, list[str], list[str]]] = []
         requests: list[Request] = []
         counted = 0
+        # With nothing in flight the model would idle while the whole window is built: the
+        # first item's requests go at once, and then each batch once it is as large as what is
+        # in flight (1, 2, 4, ...), so that the server starts within one item of the start.
+        flush_at = 1 if self.outstanding == 0 else None
         for candidate in candidates:
             if candidate.nodeid in self.scheduled_items:
                 continue
@@ -142,6 +149,9 @@ class Scheduler:
                     counted += len(texts_of[0]) + len(texts_of[1])
             if self.outstanding + len(requests) >= self.state.send_ahead or counted >= EMBED_AHEAD:
                 break
+            if flush_at is not None and len(requests) >= flush_at:
+                self._send(requests)
+                requests, flush_at = [], self.outstanding
         if requests:
             self._send(requests)
         self._embed_ahead(texts)
