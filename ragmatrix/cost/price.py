@@ -23,13 +23,15 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import ConfigDict, Discriminator, Field, Tag
+
+from ragmatrix.foundations.data_model import DataModel
 
 COST_MAP = "model_prices_and_context_window_backup.json"
 PER_MILLION = 1_000_000
 
 
-class Price(BaseModel):
+class Price(DataModel):
     """US dollars per million tokens, as models.yaml writes it:
     `price: {input_per_million: 0.15, output_per_million: 0.6}`."""
 
@@ -42,7 +44,7 @@ class Price(BaseModel):
         return (tokens_in * self.input_per_million + tokens_out * self.output_per_million) / PER_MILLION
 
 
-class SearchPrice(BaseModel):
+class SearchPrice(DataModel):
     """US dollars per thousand searches (one query reranked against up to its documents), as a
     rerank API bills them: `price: {per_thousand_searches: 2.0}`."""
 

@@ -22,15 +22,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from ragmatrix.cost.histogram import LatencyHistogram
 from ragmatrix.cost.price import AnyPrice, Price
+from ragmatrix.foundations.data_model import DataModel
 
 COST_VERSION = 2
 
 
-class VariantWork(BaseModel):
+class VariantWork(DataModel):
     """Texts a model encoded, and its seconds, for one variant (a chunking) of a family."""
 
     model_config = ConfigDict(extra="ignore")
@@ -39,7 +40,7 @@ class VariantWork(BaseModel):
     encode_s: float = 0.0
 
 
-class CostRecord(BaseModel):
+class CostRecord(DataModel):
     model_config = ConfigDict(extra="ignore")
 
     version: int = COST_VERSION

@@ -15,8 +15,9 @@ import re
 import string
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+from ragmatrix.foundations.data_model import DataModel
 from ragmatrix.models.protocols import ChatModel, Messages, Model, Retriever
 from ragmatrix.results.rows import Iteration, Row
 from ragmatrix.seam.case import Case
@@ -59,7 +60,7 @@ DECLINE_PHRASES = (
 )
 
 
-class RagInput(BaseModel):
+class RagInput(DataModel):
     model_config = ConfigDict(extra="forbid")
     prompt: str = Field(min_length=1)
     # BioChatter's form: the instruction followed by the fragments, as system messages.
@@ -127,7 +128,7 @@ DEFAULT_EVALUATOR_INSTRUCTION = (
 )
 
 
-class RagExpected(BaseModel):
+class RagExpected(DataModel):
     model_config = ConfigDict(extra="forbid")
     # Explicit: the label the answer must be.
     answer: str | None = Field(default=None, min_length=1)
@@ -171,7 +172,7 @@ class RagExpected(BaseModel):
         return "rules" if self.keywords or self.forbidden else "evaluator"
 
 
-class RagCase(BaseModel):
+class RagCase(DataModel):
     model_config = ConfigDict(extra="forbid")
     input: RagInput
     expected: RagExpected

@@ -23,9 +23,10 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from ragmatrix.cost.price import AnyPrice, Price, SearchPrice
+from ragmatrix.foundations.data_model import DataModel
 
 if TYPE_CHECKING:
     from ragmatrix.foundations.cache import SqliteCache
@@ -100,7 +101,7 @@ def expand_env_in(value: Any) -> Any:
     return value
 
 
-class ModelSpec(BaseModel):
+class ModelSpec(DataModel):
     """One entry of models.yaml: the fields every provider takes.
 
     A provider subclasses it with its own fields, a `provider: Literal[<name>]` tag, the class
@@ -108,7 +109,7 @@ class ModelSpec(BaseModel):
     outputs) and, where it has more to check than the variables, `unavailable`.
     """
 
-    model_config = ConfigDict(extra="forbid", defer_build=True)  # intermediate classes are never built
+    model_config = ConfigDict(extra="forbid")
 
     # How models.yaml names the provider: the key an entry carries (and, for `builtin:`, the
     # value that key must have). An entry may also name its provider outright: `provider: toy`.

@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from ragmatrix.cost.figures import DeviceFigures, FamilyCosts, ModelCost
 from ragmatrix.cost.price import SearchPrice
+from ragmatrix.foundations.data_model import DataModel
 from ragmatrix.seam.tables import Tables
 
 FILE_NAME = "leaderboard.json"
@@ -24,7 +25,7 @@ FILE_NAME = "leaderboard.json"
 VERSION = 2
 
 
-class _Strict(BaseModel):
+class _Strict(DataModel):
     model_config = ConfigDict(extra="forbid")
 
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from ragmatrix.foundations.data_model import DataModel
 
 Number = int | float
 
@@ -25,7 +27,7 @@ Number = int | float
 ROW_FORMAT = 2
 
 
-class Iteration(BaseModel):
+class Iteration(DataModel):
     """One repetition of an item: a score (valid or not), or an error with no score."""
 
     model_config = ConfigDict(extra="allow")
@@ -62,7 +64,7 @@ class Iteration(BaseModel):
         }
 
 
-class Provenance(BaseModel):
+class Provenance(DataModel):
     """Where a row comes from. A row of format 1 has none stored: it reads as format 1, with
     nothing else known."""
 
@@ -89,7 +91,7 @@ def _format_1() -> Provenance:
     return Provenance(format=1)
 
 
-class Row(BaseModel):
+class Row(DataModel):
     """What one item produced, as stored in `<results>/<family>.jsonl`."""
 
     model_config = ConfigDict(extra="allow")

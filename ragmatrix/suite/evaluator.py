@@ -18,15 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
+from ragmatrix.foundations.data_model import DataModel
 from ragmatrix.foundations.yamlfile import YamlFileError, read_yaml
 from ragmatrix.models.models_file import ModelsFileError, load_models, unavailable_reason
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.models.usage import Usage, current_usage
 
 
-class EvaluatorSetting(BaseModel):
+class EvaluatorSetting(DataModel):
     """models.yaml's `evaluator:` entry."""
 
     model_config = ConfigDict(extra="forbid")

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from ragmatrix.families import family_named
+from ragmatrix.foundations.data_model import DataModel
 from ragmatrix.foundations.shared_values import SharedValues
 from ragmatrix.foundations.yamlfile import YamlFileError, error_line, field_errors, read_yaml
 from ragmatrix.seam.case import Case, Problem, Skipped
@@ -35,7 +36,7 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.\-]+$")
 METADATA_FIELDS = {"domain", "tags", "description"}
 
 
-class GenericCase(BaseModel):
+class GenericCase(DataModel):
     """Schema for a family that registers none: input and expected are free mappings."""
 
     model_config = ConfigDict(extra="forbid")

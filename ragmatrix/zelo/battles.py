@@ -21,9 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from ragmatrix.foundations.data_model import DataModel
 from ragmatrix.models.protocols import Judge, Messages, Model
 from ragmatrix.seam.case import Case
 from ragmatrix.seam.outcome import Outcome
@@ -49,7 +50,7 @@ Grade = Annotated[int, Field(ge=0, le=3)]
 # --- cases ------------------------------------------------------------------------------------
 
 
-class ZeloInput(BaseModel):
+class ZeloInput(DataModel):
     model_config = ConfigDict(extra="forbid")
     query: str = Field(min_length=1)
     instruction: str = Field(min_length=1)  # the judge prompt: a variant set in the YAML
@@ -68,14 +69,14 @@ class ZeloInput(BaseModel):
         return [self.documents[i] for i in self.ids]
 
 
-class ZeloExpected(BaseModel):
+class ZeloExpected(DataModel):
     model_config = ConfigDict(extra="forbid")
     relevance: dict[str, Grade]  # id -> 0 (off topic) .. 3 (answers the query)
     k: int = Field(default=DEFAULT_K, ge=1)
     relevant_from: Grade = DEFAULT_RELEVANT_FROM
 
 
-class ZeloCase(BaseModel):
+class ZeloCase(DataModel):
     model_config = ConfigDict(extra="forbid")
     input: ZeloInput
     expected: ZeloExpected
@@ -103,7 +104,7 @@ class ZeloCase(BaseModel):
 ZeloItem = Case[ZeloInput, ZeloExpected]
 
 
-class ZeloDetails(BaseModel):
+class ZeloDetails(DataModel):
     """What a zELO iteration records besides its score, as far as the report reads it."""
 
     model_config = ConfigDict(extra="ignore")

@@ -33,9 +33,10 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from ragmatrix.foundations.context import RunContext, current
+from ragmatrix.foundations.data_model import DataModel
 from ragmatrix.foundations.keys import canonical_json
 from ragmatrix.seam.case import CaseInputError
 
@@ -43,7 +44,7 @@ SKIPPED_FOLDERS = frozenset({"__pycache__", "node_modules", "site-packages", "di
 MAX_FILE_BYTES = 1_000_000
 
 
-class CorpusSpec(BaseModel):
+class CorpusSpec(DataModel):
     """Where a corpus is, and which of its files count."""
 
     model_config = ConfigDict(extra="forbid")

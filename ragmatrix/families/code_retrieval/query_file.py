@@ -33,10 +33,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from ragmatrix.families.code_retrieval.corpus import CorpusSpec, session_corpus
 from ragmatrix.families.code_retrieval.retrieval import resolve_files
+from ragmatrix.foundations.data_model import DataModel
 from ragmatrix.foundations.yamlfile import error_line, field_errors
 from ragmatrix.seam.case import CaseInputError, Skipped
 
@@ -50,7 +51,7 @@ def _errors(error: ValidationError) -> list[str]:
     return [error_line(path, message) for path, message in field_errors(error)]
 
 
-class Region(BaseModel):
+class Region(DataModel):
     model_config = ConfigDict(extra="forbid")
 
     keywords: list[str] = Field(default_factory=list)
@@ -58,7 +59,7 @@ class Region(BaseModel):
     file_pattern: str | None = None
 
 
-class Query(BaseModel):
+class Query(DataModel):
     """One query as the Rust tool's `BenchmarkQuery` reads it (its required fields required)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -97,7 +98,7 @@ class Query(BaseModel):
         ]
 
 
-class QueryFile(BaseModel):
+class QueryFile(DataModel):
     model_config = ConfigDict(extra="forbid")
 
     metadata: dict[str, Any]

@@ -8,10 +8,11 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from ragmatrix.families.code_retrieval.chunking import Chunking
 from ragmatrix.families.code_retrieval.corpus import CorpusSpec
+from ragmatrix.foundations.data_model import DataModel
 from ragmatrix.seam.case import Case
 
 # Difficulty levels, and the names the Rust embedding benchmark writes for them.
@@ -22,7 +23,7 @@ _DIFFICULTY_NAMES = {"simple": "easy", "extrahard": "extra_hard", "extra-hard": 
 UNSPECIFIED: Literal["unspecified"] = "unspecified"
 
 
-class CodeQuery(BaseModel):
+class CodeQuery(DataModel):
     model_config = ConfigDict(extra="forbid")
 
     corpus: CorpusSpec
@@ -67,7 +68,7 @@ def parse_span(value: object) -> tuple[int, int]:
     return start, end
 
 
-class AnswerRegion(BaseModel):
+class AnswerRegion(DataModel):
     """One place the answer may be (the Rust embedding benchmark's `answer_regions`): a chunk
     matches when it contains one of `keywords` (if given) and overlaps `lines` (if given), and
     comes from a file whose path contains `file_pattern`, or, with no pattern, from an expected
@@ -85,7 +86,7 @@ class AnswerRegion(BaseModel):
         return None if value is None else parse_span(value)
 
 
-class CodeExpected(BaseModel):
+class CodeExpected(DataModel):
     model_config = ConfigDict(extra="forbid")
 
     expected_files: list[str] = Field(min_length=1)  # relative to the corpus root, or a unique suffix
@@ -120,7 +121,7 @@ class CodeExpected(BaseModel):
         return self.answer_regions != []
 
 
-class CodeRetrievalCase(BaseModel):
+class CodeRetrievalCase(DataModel):
     model_config = ConfigDict(extra="forbid")
     input: CodeQuery
     expected: CodeExpected

@@ -22,11 +22,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from ragmatrix.families.rss.finesse import FINESSE_VERSION, embedder_tokenizer, finesse_sequences
 from ragmatrix.families.rss.mergers import load_merger, mean_prefixes, merger_fingerprint
 from ragmatrix.families.rss.text_sources import TextSource, load_documents, load_rows, source_fingerprint
+from ragmatrix.foundations.data_model import DataModel
 from ragmatrix.foundations.keys import md5_of
 from ragmatrix.seam.case import Case, CaseInputError
 from ragmatrix.seam.outcome import Outcome
@@ -45,7 +46,7 @@ FORMULAS = ("current", "legacy")
 CHUNKING = "whitespace words"
 
 
-class Lengths(BaseModel):
+class Lengths(DataModel):
     model_config = ConfigDict(extra="forbid")
     min: int = Field(ge=3)  # TD needs a step with chunks on both sides
     max: int
@@ -62,7 +63,7 @@ class Lengths(BaseModel):
         return list(range(self.min, self.max + 1, self.step))
 
 
-class RssInput(BaseModel):
+class RssInput(DataModel):
     model_config = ConfigDict(extra="forbid")
     source: TextSource
     lengths: Lengths
@@ -91,7 +92,7 @@ class RssInput(BaseModel):
         return self
 
 
-class RssCase(BaseModel):
+class RssCase(DataModel):
     model_config = ConfigDict(extra="forbid")
     input: RssInput
     expected: dict[str, Any] = Field(default_factory=dict, max_length=0)  # a probe has no answer key

@@ -7,8 +7,9 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
+from ragmatrix.foundations.data_model import DataModel
 from ragmatrix.results.rows import Iteration
 from ragmatrix.seam.blocks import Block, Heading, Image, Paragraph, Table
 from ragmatrix.seam.drawing import PlotContext, pyplot, save, short_label
@@ -17,7 +18,7 @@ from ragmatrix.seam.tables import FamilyTable
 PLOT = "rss_by_length.png"
 
 
-class RssDetails(BaseModel):
+class RssDetails(DataModel):
     """What an RSS iteration records besides its score, as far as the report reads it."""
 
     model_config = ConfigDict(extra="ignore")

@@ -20,8 +20,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import ConfigDict, model_validator
 
+from ragmatrix.foundations.data_model import DataModel
 from ragmatrix.foundations.keys import canonical_json, md5_of
 from ragmatrix.seam.case import CaseInputError
 
@@ -31,7 +32,7 @@ BUILTIN_VERSION = 1
 MIN_DOCSTRING_WORDS = 40
 
 
-class TextSource(BaseModel):
+class TextSource(DataModel):
     """One of `builtin`, `files` or `hf`.
 
     - `builtin: python-docs`: Python's own reference topics (`pydoc_data.topics`) plus the

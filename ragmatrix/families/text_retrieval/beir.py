@@ -25,16 +25,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import ConfigDict, model_validator
 
 from ragmatrix.foundations.atomic_write import write_atomically
 from ragmatrix.foundations.cache import cache_dir
 from ragmatrix.foundations.context import RunContext, current
+from ragmatrix.foundations.data_model import DataModel
 from ragmatrix.foundations.keys import canonical_json
 from ragmatrix.seam.case import CaseInputError
 
 
-class DatasetSpec(BaseModel):
+class DatasetSpec(DataModel):
     model_config = ConfigDict(extra="forbid")
 
     path: str | None = None

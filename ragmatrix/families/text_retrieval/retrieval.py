@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from ragmatrix.families.text_retrieval import beir
 from ragmatrix.families.text_retrieval.beir import DatasetSpec
 from ragmatrix.foundations.context import RunContext, current
+from ragmatrix.foundations.data_model import DataModel
 from ragmatrix.models.progress import note
 from ragmatrix.seam.case import Case, CaseInputError
 from ragmatrix.seam.outcome import Outcome
@@ -37,7 +38,7 @@ SCORING_VERSION = 1
 TOP_K = 10
 
 
-class TextQuery(BaseModel):
+class TextQuery(DataModel):
     model_config = ConfigDict(extra="forbid")
 
     dataset: DatasetSpec
@@ -45,13 +46,13 @@ class TextQuery(BaseModel):
     query: str = Field(min_length=1)
 
 
-class TextExpected(BaseModel):
+class TextExpected(DataModel):
     model_config = ConfigDict(extra="forbid")
 
     qrels: dict[str, int] = Field(min_length=1)  # document id -> grade (> 0: relevant)
 
 
-class TextRetrievalCase(BaseModel):
+class TextRetrievalCase(DataModel):
     model_config = ConfigDict(extra="forbid")
     input: TextQuery
     expected: TextExpected

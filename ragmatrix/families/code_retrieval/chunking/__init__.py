@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from ragmatrix.families.code_retrieval.chunking.bounded import bounded, segments
 from ragmatrix.families.code_retrieval.chunking.chunk import Chunk, context_header
@@ -48,6 +48,7 @@ from ragmatrix.families.code_retrieval.chunking.pieces import Sizes, pack_lines,
 from ragmatrix.families.code_retrieval.chunking.semantic import semantic_pieces
 from ragmatrix.families.code_retrieval.chunking.windows import line_chunks
 from ragmatrix.families.code_retrieval.corpus import Corpus
+from ragmatrix.foundations.data_model import DataModel
 
 __all__ = [
     "BOUNDED_CAP",
@@ -69,7 +70,7 @@ BOUNDED_CAP = 400
 SEMANTIC_CAP = 600
 
 
-class Chunking(BaseModel):
+class Chunking(DataModel):
     """A chunking strategy and its settings (one variant of a case)."""
 
     model_config = ConfigDict(extra="forbid")
