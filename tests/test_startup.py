@@ -75,6 +75,15 @@ def test_a_run_of_other_tests_loads_none_of_the_benchmarks_machinery(bench):
     assert all(json.loads((bench.path / "imported.json").read_text()).values())
 
 
+def test_a_run_that_names_the_hooks_with_p_as_well_registers_them_once(bench):
+    # `-p` registers the module before pytest configures; the entry point then leaves it be
+    result = bench.runpytest_subprocess(
+        "benchmark", "-p", "no:cacheprovider", "-p", "ragmatrix.plugin.hooks", "-k", "bow"
+    )
+    result.assert_outcomes(passed=2)
+    assert "already registered" not in result.stderr.str()
+
+
 def test_a_run_without_xdist_works(bench):
     result = bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-p", "no:xdist")
     result.assert_outcomes(passed=ALL_ITEMS)

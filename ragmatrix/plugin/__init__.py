@@ -78,5 +78,6 @@ def pytest_configure(config: pytest.Config) -> None:
         import ragmatrix.plugin.fixtures as fixtures
         import ragmatrix.plugin.hooks as hooks
 
-        config.pluginmanager.register(hooks, "ragmatrix-hooks")
-        config.pluginmanager.register(fixtures, "ragmatrix-fixtures")
+        for module, name in ((hooks, "ragmatrix-hooks"), (fixtures, "ragmatrix-fixtures")):
+            if not config.pluginmanager.is_registered(module):  # not named with `-p` already
+                config.pluginmanager.register(module, name)
