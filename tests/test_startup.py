@@ -8,6 +8,8 @@ it in `addopts`, where it would break `-p no:xdist` ("unrecognized arguments: --
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tomllib
 
 import pytest
@@ -146,9 +148,6 @@ def test_the_controller_imports_the_statistics_while_the_models_work(bench):
 def test_the_statistics_import_runs_on_a_thread_while_answers_are_awaited():
     """The controller starts importing scipy.stats when it sends the LLM requests ahead, so that
     the leaderboard's intervals at the end do not wait for the import; once, and never twice."""
-    import subprocess
-    import sys
-
     code = (
         "import sys, threading\n"
         "from ragmatrix import stats\n"
@@ -183,3 +182,30 @@ def test_the_http_client_is_imported_on_the_loops_thread_while_the_items_are_col
     write(bench.path / "conftest.py", AIOHTTP_IMPORT)
     bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-k", "scripted").assert_outcomes(passed=5)
     assert (bench.path / "aiohttp_import.txt").read_text().split() == ["ragmatrix-event-loop"]
+
+
+DEFERRED = """
+import ragmatrix.plugin.fixtures, ragmatrix.plugin.hooks
+from pydantic import BaseModel
+from ragmatrix.results.rows import Row
+
+def subclasses(model):
+    for sub in model.__subclasses__():
+        yield sub
+        yield from subclasses(sub)
+
+ours = {m for m in subclasses(BaseModel) if m.__module__.startswith("ragmatrix.")}
+assert Row in ours and len(ours) > 10, sorted(m.__name__ for m in ours)
+built = sorted(m.__qualname__ for m in ours if m.__pydantic_complete__)
+assert not built, f"built at import: {built}"
+try:
+    Row.model_validate({"key": "k"})  # built as it is first used
+except ValueError:
+    pass
+assert Row.__pydantic_complete__
+"""
+
+
+def test_importing_the_plugin_builds_none_of_its_pydantic_models_until_one_is_used():
+    done = subprocess.run([sys.executable, "-c", DEFERRED], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr
