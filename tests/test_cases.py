@@ -225,31 +225,42 @@ def test_prompt_variants_collapse_for_models_that_read_no_prompt(tmp_path):
     assert collapsed[1].input == cases[1].input and collapsed[1].input.instruction == "Relevant? yes or no."
 
 
-def test_a_suite_holds_no_validated_case_until_one_is_read(tmp_path):
-    lines = ["rag_interpretation:"]
-    for index in range(300):
-        lines += [
-            f"  - case: c{index}",
-            "    input:",
-            f"      prompt: Question {index}?",
-            '      instruction: {simple: "Relevant?", strict: "One word: relevant?"}',
-            f'      fragments: ["Fragment {index}."]',
-            '    expected: {answer: "yes"}',
-        ]
+def test_a_suite_validates_each_case_once_and_keeps_only_the_recent_ones_validated(tmp_path, monkeypatch):
     from ragmatrix.families.rag import RagExpected, RagInput
+    from ragmatrix.seam import case as case_module
 
     def alive() -> int:  # validated RAG fields in this process (earlier tests read cases too)
         gc.collect()
         return sum(isinstance(o, RagInput | RagExpected) for o in gc.get_objects())
 
+    def suite_of_cases(count: int):
+        lines = ["rag_interpretation:"]
+        for index in range(count):
+            lines += [
+                f"  - case: c{index}",
+                "    input:",
+                f"      prompt: Question {index}?",
+                '      instruction: {simple: "Relevant?", strict: "One word: relevant?"}',
+                f'      fragments: ["Fragment {index}."]',
+                '    expected: {answer: "yes"}',
+            ]
+        return suite_of(tmp_path, "\n".join(lines) + "\n")
+
+    monkeypatch.setattr(case_module, "_RECENTLY_READ", case_module._RecentlyRead(100))
     before = alive()
-    suite = suite_of(tmp_path, "\n".join(lines) + "\n")
-    assert alive() == before  # 600 cases, every one validated while loading, none kept validated
+    suite = suite_of_cases(30)
+    assert alive() == before + 2 * 60  # 60 cases, each validated as it loaded, held for its first read
     case = suite.cases["rag_interpretation"][3]
     assert case.input is case.input  # an item reads its case several times: validated once
     assert (case.input.prompt, case.input.instruction) == ("Question 1?", "One word: relevant?")
     assert case.expected.answer == "yes"
-    assert alive() == before + 2
+    assert alive() == before + 2 * 60  # read without validating again
+    del suite, case
+
+    suite = suite_of_cases(300)
+    assert alive() == before + 2 * 100  # 600 cases: only the last 100 are held validated
+    first = suite.cases["rag_interpretation"][0]
+    assert first.input.prompt == "Question 0?"  # validated again when read
 
 
 # --- strict reading -----------------------------------------------------------------------------

@@ -64,7 +64,8 @@ class Case(Generic[InputT, ExpectedT]):
     A case keeps what it was written as, and its `input` and `expected` are validated when they
     are read: a large suite holds its cases by the hundred thousand, most of them never read
     (the wordings a model that reads no prompt skips), and a validated pair was half of what
-    a case held. The loader validated each one already, so reading one cannot fail."""
+    a case held. The loader validated each one already, so reading one cannot fail, and the
+    recent reads start from its validation (`keep_validated`)."""
 
     family: str
     name: str
@@ -98,6 +99,12 @@ class Case(Generic[InputT, ExpectedT]):
         """The schema's fields (`input`, `expected`), validated anew from what was written."""
         resolved = self._resolved(self.validated_as or self.choices, frozenset())
         return dict(self.schema.model_validate({"input": resolved, "expected": self.written["expected"]}))
+
+    def keep_validated(self, validated: BaseModel) -> None:
+        """Keep the loader's validation of this very case (its `validated()`) for the reads
+        that come first, so that a suite no larger than the recent reads validates each case
+        once per run, not once as it loads and again as an item reads it."""
+        _RECENTLY_READ.keep(self, dict(validated))
 
     @property
     def raw(self) -> dict[str, Any]:
@@ -159,11 +166,14 @@ class _RecentlyRead:
         if held is not None and held[0] is case:
             return held[1]
         fields = case.validated()
+        self.keep(case, fields)
+        return fields
+
+    def keep(self, case: Case[Any, Any], fields: dict[str, Any]) -> None:
         with self._lock:
             self._held[id(case)] = (case, fields)
             if len(self._held) > self.size:
                 self._held.popitem(last=False)
-        return fields
 
 
 _RECENTLY_READ = _RecentlyRead(4096)

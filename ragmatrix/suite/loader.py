@@ -286,7 +286,7 @@ def expand_case(
             resolved[key] = raw_input[key][choice]
         content = {"input": resolved, "expected": expected}
         try:
-            schema.model_validate(content)  # kept by no one: a case validates itself when read
+            validated = schema.model_validate(content)
         except ValidationError as error:
             errors += _located(error, dict(choices), variant_names, skip=missing)
             continue
@@ -302,6 +302,8 @@ def expand_case(
             metadata=metadata,
             directory=directory,
         )
+        # Held for the first reads only: a case validates itself again when read after that.
+        case.keep_validated(validated)
         # the family's checks against what the case reads (an expected file not in its corpus)
         errors += descriptor.check(case) if descriptor is not None and descriptor.check is not None else []
         expanded.append(case)
