@@ -225,42 +225,62 @@ def test_prompt_variants_collapse_for_models_that_read_no_prompt(tmp_path):
     assert collapsed[1].input == cases[1].input and collapsed[1].input.instruction == "Relevant? yes or no."
 
 
-def test_a_suite_validates_each_case_once_and_keeps_only_the_recent_ones_validated(tmp_path, monkeypatch):
+def validated_rag_fields() -> int:
+    """Validated RAG fields alive in this process (earlier tests read cases too)."""
     from ragmatrix.families.rag import RagExpected, RagInput
+
+    gc.collect()
+    return sum(isinstance(o, RagInput | RagExpected) for o in gc.get_objects())
+
+
+def rag_suite_of(tmp_path: Path, count: int):
+    """`count` RAG cases, each written with two instruction wordings."""
+    lines = ["rag_interpretation:"]
+    for index in range(count):
+        lines += [
+            f"  - case: c{index}",
+            "    input:",
+            f"      prompt: Question {index}?",
+            '      instruction: {simple: "Relevant?", strict: "One word: relevant?"}',
+            f'      fragments: ["Fragment {index}."]',
+            '    expected: {answer: "yes"}',
+        ]
+    return suite_of(tmp_path, "\n".join(lines) + "\n")
+
+
+def test_a_case_is_validated_once_as_it_loads_and_read_from_that(tmp_path, monkeypatch):
     from ragmatrix.seam import case as case_module
 
-    def alive() -> int:  # validated RAG fields in this process (earlier tests read cases too)
-        gc.collect()
-        return sum(isinstance(o, RagInput | RagExpected) for o in gc.get_objects())
-
-    def suite_of_cases(count: int):
-        lines = ["rag_interpretation:"]
-        for index in range(count):
-            lines += [
-                f"  - case: c{index}",
-                "    input:",
-                f"      prompt: Question {index}?",
-                '      instruction: {simple: "Relevant?", strict: "One word: relevant?"}',
-                f'      fragments: ["Fragment {index}."]',
-                '    expected: {answer: "yes"}',
-            ]
-        return suite_of(tmp_path, "\n".join(lines) + "\n")
-
     monkeypatch.setattr(case_module, "_RECENTLY_READ", case_module._RecentlyRead(100))
-    before = alive()
-    suite = suite_of_cases(30)
-    assert alive() == before + 2 * 60  # 60 cases, each validated as it loaded, held for its first read
+    before = validated_rag_fields()
+    suite = rag_suite_of(tmp_path, 30)
+    assert validated_rag_fields() == before + 2 * 60  # 60 cases, validated as they loaded, held
     case = suite.cases["rag_interpretation"][3]
     assert case.input is case.input  # an item reads its case several times: validated once
     assert (case.input.prompt, case.input.instruction) == ("Question 1?", "One word: relevant?")
     assert case.expected.answer == "yes"
-    assert alive() == before + 2 * 60  # read without validating again
-    del suite, case
+    assert validated_rag_fields() == before + 2 * 60  # read without validating again
 
-    suite = suite_of_cases(300)
-    assert alive() == before + 2 * 100  # 600 cases: only the last 100 are held validated
-    first = suite.cases["rag_interpretation"][0]
-    assert first.input.prompt == "Question 0?"  # validated again when read
+
+def test_a_large_suite_holds_no_more_validated_cases_than_the_recent_reads(tmp_path, monkeypatch):
+    from ragmatrix.seam import case as case_module
+
+    monkeypatch.setattr(case_module, "_RECENTLY_READ", case_module._RecentlyRead(100))
+    before = validated_rag_fields()
+    suite = rag_suite_of(tmp_path, 300)
+    assert validated_rag_fields() == before + 2 * 100  # 600 cases: only the first 100 held validated
+    validations: list[str] = []
+    validated = case_module.Case.validated
+
+    def counted(case):
+        validations.append(case.id)
+        return validated(case)
+
+    monkeypatch.setattr(case_module.Case, "validated", counted)
+    first, last = suite.cases["rag_interpretation"][0], suite.cases["rag_interpretation"][-1]
+    assert first.input.prompt == "Question 0?" and last.input.prompt == "Question 299?"
+    assert validations == [last.id]  # the first cases are read first: they are the ones held
+    assert validated_rag_fields() == before + 2 * 100  # the oldest let go for the last
 
 
 # --- strict reading -----------------------------------------------------------------------------

@@ -101,10 +101,12 @@ class Case(Generic[InputT, ExpectedT]):
         return dict(self.schema.model_validate({"input": resolved, "expected": self.written["expected"]}))
 
     def keep_validated(self, validated: BaseModel) -> None:
-        """Keep the loader's validation of this very case (its `validated()`) for the reads
-        that come first, so that a suite no larger than the recent reads validates each case
-        once per run, not once as it loads and again as an item reads it."""
-        _RECENTLY_READ.keep(self, dict(validated))
+        """Keep the loader's validation of this very case (its `validated()`) for its first
+        read, while the recent reads have room: a suite no larger than they are validates each
+        case once per run, not once as it loads and again as an item reads it, and a larger one
+        keeps its first cases (read first), never churning through them as it loads."""
+        if _RECENTLY_READ.has_room():
+            _RECENTLY_READ.keep(self, dict(validated))
 
     @property
     def raw(self) -> dict[str, Any]:
@@ -168,6 +170,9 @@ class _RecentlyRead:
         fields = case.validated()
         self.keep(case, fields)
         return fields
+
+    def has_room(self) -> bool:
+        return len(self._held) < self.size
 
     def keep(self, case: Case[Any, Any], fields: dict[str, Any]) -> None:
         with self._lock:
