@@ -5,6 +5,8 @@ Building them is most of what defining a model costs, about a millisecond each. 
 imports some forty models and needs few of them before its first request (the models file's
 entries, the cases of its data files); the rows, cost records and report models are built once
 the first answers are on their way, and a family's models only in a run that uses the family.
+The first use may come from the loop's thread and the items' thread at once: pydantic builds a
+deferred model under a lock from 2.14 on, the lowest version the project accepts.
 """
 
 from __future__ import annotations
