@@ -15,6 +15,8 @@ import tomllib
 import pytest
 from project import REPO, assert_outcomes, write
 
+from ragmatrix.models.http import PROXY_VARIABLES
+
 LLM_ITEMS = 5
 ALL_ITEMS = 7
 
@@ -163,25 +165,29 @@ def test_the_statistics_import_runs_on_a_thread_while_answers_are_awaited():
     assert done.returncode == 0, done.stderr
 
 
-AIOHTTP_IMPORT = """
+CLIENT_IMPORTS = """
 import sys, threading
 
 def _audit(event, args):
-    if event == "import" and args[0] == "aiohttp":
-        with open("aiohttp_import.txt", "a") as handle:
-            handle.write(threading.current_thread().name + "\\n")
+    if event == "import" and args[0] in ("h11", "aiohttp"):
+        with open("client_imports.txt", "a") as handle:
+            handle.write(args[0] + " " + threading.current_thread().name + "\\n")
 
 sys.addaudithook(_audit)
 """
 
 
-def test_the_http_client_is_imported_on_the_loops_thread_while_the_items_are_collected(bench):
-    """aiohttp (and the TLS contexts it builds as it is imported) is off the main thread's path
-    to the first request: the loop's thread imports it once the matrix holds a model asked
-    directly over HTTP."""
-    write(bench.path / "conftest.py", AIOHTTP_IMPORT)
+def test_the_http_client_is_imported_on_the_loops_thread_while_the_items_are_collected(bench, monkeypatch):
+    """The HTTP client is off the main thread's path to the first request: the loop's thread
+    imports it once the matrix holds a model asked directly over HTTP. With no proxy in the
+    environment that is h11, and aiohttp (with the TLS contexts it builds as it is imported)
+    is not imported at all."""
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    write(bench.path / "conftest.py", CLIENT_IMPORTS)
     bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-k", "scripted").assert_outcomes(passed=5)
-    assert (bench.path / "aiohttp_import.txt").read_text().split() == ["ragmatrix-event-loop"]
+    assert (bench.path / "client_imports.txt").read_text().splitlines() == ["h11 ragmatrix-event-loop"]
 
 
 DEFERRED = """

@@ -1,4 +1,4 @@
-"""Asking an HTTP server directly: one aiohttp session per model on the run's loop, closed at the
+"""Asking an HTTP server directly: one model's connections on the run's loop, closed at the
 run's end, and failures classified the way the client layer retries them.
 
 The direct chat client (`ragmatrix.models.openai_chat`) and any provider that speaks its own
@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from ragmatrix.foundations.secrets import redact
 from ragmatrix.models import aio
@@ -23,6 +25,8 @@ from ragmatrix.models.client import Failure, is_retryable_status, parse_retry_af
 
 if TYPE_CHECKING:
     import aiohttp
+
+    from ragmatrix.models.connections import ConnectionPool
 
 # Status names as the OpenAI SDK (and so litellm) calls them, for messages people recognise.
 STATUS_NAMES = {
@@ -53,28 +57,45 @@ class StatusError(Exception):
 
 
 def import_meanwhile() -> None:
-    """Import aiohttp on the run's loop thread while the caller goes on (reading the data files,
-    collecting the items): the import, and the TLS contexts aiohttp builds as it is imported,
-    are then off the path to the first request. The session made later waits for it, if need be,
-    on Python's import lock."""
-    aio.loop().call_soon_threadsafe(_import_aiohttp)
+    """Import the HTTP client on the run's loop thread while the caller goes on (reading the
+    data files, collecting the items): off the path to the first request. The session made
+    later waits for it, if need be, on Python's import lock."""
+    aio.loop().call_soon_threadsafe(_import_client)
 
 
-def _import_aiohttp() -> None:
+def _import_client() -> None:
     try:
-        import aiohttp  # noqa: F401
+        if proxy_named():
+            import aiohttp  # noqa: F401
+        else:
+            import ragmatrix.models.connections  # noqa: F401
     except ImportError:  # the session reports it where it is needed
         pass
 
 
+# The variables a proxy is named by, as httpx and aiohttp read them.
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "ws_proxy", "wss_proxy")
+
+
+def proxy_named() -> bool:
+    """Does the environment name a proxy at all? Then requests go through aiohttp, which finds
+    the proxy for each address (NO_PROXY included); else through this package's own
+    connections (`ragmatrix.models.connections`)."""
+    return any(os.environ.get(name) or os.environ.get(name.upper()) for name in PROXY_VARIABLES)
+
+
 class HttpSession:
     """One model's connections to its server: at most `connections` at once, made on the run's
-    loop and closed with it. aiohttp is imported there, not in the thread that builds the model."""
+    loop and closed with it. Directly (`ragmatrix.models.connections`), or with aiohttp where
+    the environment names a proxy; either is imported on the loop, not in the thread that
+    builds the model."""
 
     def __init__(self, url: str, connections: int) -> None:
         self._url = url
         self._proxy: tuple[Any, Any] | None = None  # looked up with the first session
         self._connections = connections
+        self._direct = not proxy_named()
+        self._pools: dict[str, ConnectionPool] = {}  # by scheme and address
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.received = 0  # bytes of answer bodies read, over the session's life
@@ -99,12 +120,40 @@ class HttpSession:
             aio.at_close(self._session.close)
         return self._session
 
+    def _pool(self, url: str) -> ConnectionPool:
+        """The connections to `url`'s server on the running loop (pools are closed with it)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._pools, self._loop = {}, loop
+        parts = urlsplit(url)
+        address = f"{parts.scheme}://{parts.netloc}"
+        pool = self._pools.get(address)
+        if pool is None:
+            from ragmatrix.models.connections import ConnectionPool
+
+            secure = ssl_context(url) if parts.scheme == "https" else None
+            pool = self._pools[address] = ConnectionPool(url, self._connections, ssl=secure)
+            aio.at_close(pool.close)
+        return pool
+
     async def post(
         self, url: str, payload: bytes, headers: dict[str, str] | None = None, limit: int | None = None
     ) -> bytes:
         """The body of the answer to a POST; a status of 400 or more raises `StatusError`.
         `limit`: read at most `limit + 1` bytes and drop the connection there, so that a body
         longer than `limit` (it comes back longer) is never read whole."""
+        if not self._direct:
+            return await self._post_with_aiohttp(url, payload, headers, limit)
+        answer = await self._pool(url).post(url, payload, headers or {}, limit)
+        self.received += len(answer.body)
+        if answer.status >= 400:
+            retry_after = parse_retry_after(answer.headers.get("retry-after"))
+            raise StatusError(answer.status, error_text(answer.body), retry_after)
+        return answer.body
+
+    async def _post_with_aiohttp(
+        self, url: str, payload: bytes, headers: dict[str, str] | None, limit: int | None
+    ) -> bytes:
         session = await self.session()
         proxy, proxy_auth = self._proxy or (None, None)
         async with session.post(url, data=payload, headers=headers, proxy=proxy, proxy_auth=proxy_auth) as response:
@@ -179,10 +228,12 @@ def error_text(raw: bytes) -> str:
 
 
 def is_transport(error: BaseException) -> bool:
-    """A connection refused, reset or dropped mid-answer: the server may be back soon."""
-    import aiohttp
-
-    return isinstance(error, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError | ConnectionError)
+    """A connection refused, reset or dropped mid-answer, an address that does not resolve, a
+    TLS failure: the server may be back soon."""
+    if isinstance(error, OSError):  # ConnectionError, socket.gaierror, ssl.SSLError among them
+        return True
+    aiohttp = sys.modules.get("aiohttp")  # not imported: the error cannot be one of its
+    return aiohttp is not None and isinstance(error, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError)
 
 
 def env_proxy(url: str) -> tuple[Any, Any] | None:

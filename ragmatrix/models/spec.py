@@ -16,9 +16,6 @@ import base64
 import json
 import os
 import re
-import urllib.error
-import urllib.parse
-import urllib.request
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
@@ -373,6 +370,11 @@ def probe_server(api_base: str, timeout: float = 2.0, name: str | None = None) -
     """Does anything answer HTTP at the server? Any status counts: we only want to know
     whether calls could reach it. A `user:password@` in the address is sent as HTTP basic
     authentication, as the clients send it (urllib would take it for part of the host name)."""
+    # with http.client and email's parser: imported only where a server is probed
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
     try:
         parts = urllib.parse.urlsplit(api_base.rstrip("/") + "/models")
         request = urllib.request.Request(parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl())
