@@ -169,7 +169,7 @@ CLIENT_IMPORTS = """
 import sys, threading
 
 def _audit(event, args):
-    if event == "import" and args[0] in ("h11", "aiohttp"):
+    if event == "import" and args[0] in ("httptools", "aiohttp"):
         with open("client_imports.txt", "a") as handle:
             handle.write(args[0] + " " + threading.current_thread().name + "\\n")
 
@@ -180,14 +180,14 @@ sys.addaudithook(_audit)
 def test_the_http_client_is_imported_on_the_loops_thread_while_the_items_are_collected(bench, monkeypatch):
     """The HTTP client is off the main thread's path to the first request: the loop's thread
     imports it once the matrix holds a model asked directly over HTTP. With no proxy in the
-    environment that is h11, and aiohttp (with the TLS contexts it builds as it is imported)
+    environment that is httptools, and aiohttp (with the TLS contexts it builds as it is imported)
     is not imported at all."""
     for name in PROXY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.upper(), raising=False)
     write(bench.path / "conftest.py", CLIENT_IMPORTS)
     bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-k", "scripted").assert_outcomes(passed=5)
-    assert (bench.path / "client_imports.txt").read_text().splitlines() == ["h11 ragmatrix-event-loop"]
+    assert (bench.path / "client_imports.txt").read_text().splitlines() == ["httptools ragmatrix-event-loop"]
 
 
 DEFERRED = """

@@ -29,7 +29,7 @@ from ragmatrix.providers import (
 )
 
 
-@provider("http_embedder", needs={"aiohttp": "aiohttp"})
+@provider("http_embedder", needs={"httptools": "httptools"})
 class HttpEmbedderSpec(EmbedderSpec):
     """The fields of the entry: the shared ones (`concurrency`, `timeout`, `retries`,
     `breaker_after`, `batch_size`, prefixes, ...) and this provider's own."""

@@ -1,12 +1,12 @@
-"""HTTP/1.1 connections to one server on the run's loop: h11 reads and writes the protocol,
-asyncio carries the bytes.
+"""HTTP/1.1 connections to one server on the run's loop: asyncio carries the bytes, httptools
+(llhttp, the parser of Node.js and aiohttp) reads the answers, and a request is written here.
 
-This is the direct route of `ragmatrix.models.http` (no proxy in the environment): per request
-it costs about half the CPU of an aiohttp session, and nothing at start-up, where importing
-aiohttp (with the TLS contexts it builds as it is imported) cost 0.13 s (`docs/scale.md`). A
-connection is kept open for the next request when both sides end the exchange cleanly; any
-other connection is closed: a cancelled request (a timeout), an answer cut short, a server that
-closes after each answer, a body read only up to its limit.
+This is the direct route of `ragmatrix.models.http` (no proxy in the environment). Against an
+aiohttp session it costs nothing at start-up, where importing aiohttp (with the TLS contexts it
+builds as it is imported) cost 0.13 s of CPU, and less per request (`docs/scale.md`). A
+connection is kept open for the next request when the server keeps it alive and the answer was
+read to its end; any other connection is closed: a cancelled request (a timeout), an answer cut
+short or cut at its limit, a server that closes after each answer, bytes that are not HTTP.
 """
 
 from __future__ import annotations
@@ -17,10 +17,13 @@ import zlib
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import h11
+import httptools
 
 # How a body is decoded when a server compresses it unasked (the requests ask for none).
 _DECODERS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+# What no header may hold: a line break would let a value (a key from the environment) add
+# headers or a request of its own.
+_FORBIDDEN_IN_HEADERS = str.maketrans("", "", "\r\n\0")
 
 
 class ConnectionLost(ConnectionError):
@@ -40,66 +43,75 @@ class Answer:
 
 
 class _Connection(asyncio.Protocol):
-    """One connection: one request at a time, its answer read as the bytes arrive."""
+    """One connection: one request at a time, its answer parsed as the bytes arrive."""
 
     def __init__(self) -> None:
-        self.protocol = h11.Connection(h11.CLIENT)
         self.transport: asyncio.Transport | None = None
         self.closed = False
+        self.keep_alive = False  # what the last answer's head said
         self._answer: asyncio.Future[Answer] | None = None
+        self._parser: httptools.HttpResponseParser | None = None
         self._status = 0
         self._headers: dict[str, str] = {}
+        self._framed = False  # the body's end is marked (a length, chunks): not at the close
         self._body: list[bytes] = []
         self._size = 0
         self._limit: int | None = None
 
+    # -- asyncio's side ------------------------------------------------------------------------
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
+    def data_received(self, data: bytes) -> None:
+        if self._answer is None or self._answer.done() or self._parser is None:
+            self.close()  # bytes nobody asked for: this connection cannot be trusted again
+            return
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as error:
+            if not self._answer.done():
+                self._answer.set_exception(ConnectionLost(f"not an HTTP answer: {error}"))
+            self.close()
+
     def eof_received(self) -> bool:
-        # A body that runs until the server closes (no length given) ends here.
-        self.data_received(b"")
+        # A body that runs until the server closes (no length, no chunks) ends here.
+        answer = self._answer
+        if answer is not None and not answer.done() and self._status and not self._framed:
+            self._finish(complete=True)
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if self._answer is not None and not self._answer.done():
-            self._answer.set_exception(ConnectionLost(f"server disconnected{f': {exc}' if exc else ''}"))
+            said = f": {exc}" if exc else ""
+            self._answer.set_exception(ConnectionLost(f"server disconnected before its answer ended{said}"))
 
-    def data_received(self, data: bytes) -> None:
+    # -- the parser's callbacks ------------------------------------------------------------------
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        assert self._parser is not None
+        self._status = self._parser.get_status_code()
+        self.keep_alive = self._parser.should_keep_alive()
+        self._framed = "content-length" in self._headers or "transfer-encoding" in self._headers
+
+    def on_body(self, chunk: bytes) -> None:
         if self._answer is None or self._answer.done():
-            self.close()  # bytes nobody asked for: this connection cannot be trusted again
-            return
-        try:
-            self.protocol.receive_data(data)
-            self._read_events()
-        except h11.RemoteProtocolError as error:
-            said = "server disconnected before its answer ended" if not data else f"not an HTTP answer: {error}"
-            self._answer.set_exception(ConnectionLost(said))
-            self.close()
+            return  # past the limit: the rest is never kept
+        self._body.append(chunk)
+        self._size += len(chunk)
+        if self._limit is not None and self._size > self._limit:
+            self._finish(complete=False)
 
-    def _read_events(self) -> None:
-        assert self._answer is not None
-        while True:
-            event = self.protocol.next_event()
-            if event is h11.NEED_DATA or event is h11.PAUSED:
-                return
-            kind = type(event)
-            if kind is h11.Data:
-                self._body.append(event.data)  # type: ignore[union-attr]
-                self._size += len(event.data)  # type: ignore[union-attr]
-                if self._limit is not None and self._size > self._limit:
-                    self._finish(complete=False)
-                    return
-            elif kind is h11.Response:
-                self._status = event.status_code  # type: ignore[union-attr]
-                self._headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in event.headers}  # type: ignore[union-attr]
-            elif kind is h11.EndOfMessage:
-                self._finish(complete=True)
-                return
-            elif kind is h11.ConnectionClosed:
-                raise h11.RemoteProtocolError("the server closed the connection mid-answer")
-            # an informational (1xx) answer precedes the real one: read on
+    def on_message_complete(self) -> None:
+        if self._status < 200:  # an informational answer precedes the real one: read on
+            self._status, self._headers = 0, {}
+            return
+        if self._answer is not None and not self._answer.done():
+            self._finish(complete=True)
 
     def _finish(self, complete: bool) -> None:
         assert self._answer is not None
@@ -109,23 +121,21 @@ class _Connection(asyncio.Protocol):
         self._answer.set_result(Answer(self._status, self._headers, body, complete))
         self._body, self._size = [], 0
 
-    def send(self, request: h11.Request, body: bytes, limit: int | None) -> asyncio.Future[Answer]:
+    # -- the pool's side -----------------------------------------------------------------------
+
+    def send(self, request: bytes, limit: int | None) -> asyncio.Future[Answer]:
         assert self.transport is not None
         self._answer = asyncio.get_running_loop().create_future()
-        self._status, self._headers, self._limit = 0, {}, limit
-        wire = self.protocol.send(request) or b""
-        wire += self.protocol.send(h11.Data(data=body)) or b""
-        wire += self.protocol.send(h11.EndOfMessage()) or b""
-        self.transport.write(wire)
+        self._parser = httptools.HttpResponseParser(self)
+        self._status, self._headers, self._framed, self._limit = 0, {}, False, limit
+        self.keep_alive = False
+        self.transport.write(request)
         return self._answer
 
-    def reusable(self) -> bool:
-        """Both sides ended the exchange and may go on: ready for the next request."""
-        protocol = self.protocol
-        if self.closed or protocol.our_state is not h11.DONE or protocol.their_state is not h11.DONE:
-            return False
-        protocol.start_next_cycle()
-        return True
+    def reusable(self, answer: Answer) -> bool:
+        """The answer was read to its end and the server keeps the connection: ready for the
+        next request."""
+        return answer.complete and self.keep_alive and self._framed and not self.closed
 
     def close(self) -> None:
         self.closed = True
@@ -150,36 +160,44 @@ class ConnectionPool:
         self._idle: list[_Connection] = []
         self._open: set[_Connection] = set()
         self._slots = asyncio.Semaphore(limit)
-
-    def serves(self, url: str) -> bool:
-        parts = urlsplit(url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        return parts.scheme == self.scheme and parts.hostname == self.host and port == self.port
+        # Each request's line and headers but its length, by address and headers: made once.
+        self._heads: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = {}
 
     async def post(self, url: str, body: bytes, headers: dict[str, str], limit: int | None = None) -> Answer:
         """The answer to a POST of `body` to `url` (on this pool's server); its body cut after
         `limit + 1` bytes where `limit` is given (the connection then closes)."""
-        parts = urlsplit(url)
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        fields = [("Host", self.host_header), ("Content-Length", str(len(body))), ("Accept", "*/*")]
-        fields += [("User-Agent", "ragmatrix"), *headers.items()]
-        if self.basic_auth and not any(name.lower() == "authorization" for name in headers):
-            fields.append(("Authorization", self.basic_auth))
-        request = h11.Request(method="POST", target=target, headers=fields)
+        request = self._head(url, headers) + b"Content-Length: %d\r\n\r\n" % len(body) + body
         async with self._slots:
             connection = await self._connection()
             try:
-                answer = await connection.send(request, body, limit)
+                answer = await connection.send(request, limit)
             except BaseException:  # cancelled (a timeout) or lost: the exchange cannot go on
                 connection.close()
                 self._open.discard(connection)
                 raise
-            if answer.complete and connection.reusable():
+            if connection.reusable(answer):
                 self._idle.append(connection)
             else:
                 connection.close()
                 self._open.discard(connection)
         return _decoded(answer)
+
+    def _head(self, url: str, headers: dict[str, str]) -> bytes:
+        """The request line and headers, but the length: made once per target and headers."""
+        key = (url, tuple(headers.items()))
+        head = self._heads.get(key)
+        if head is None:
+            parts = urlsplit(url)
+            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            fields = {"Host": self.host_header, "User-Agent": "ragmatrix", "Accept": "*/*", **headers}
+            if self.basic_auth and not any(name.lower() == "authorization" for name in headers):
+                fields["Authorization"] = self.basic_auth
+            lines = [f"POST {_clean(target)} HTTP/1.1"]
+            lines += [f"{_clean(name)}: {_clean(value)}" for name, value in fields.items()]
+            head = ("\r\n".join(lines) + "\r\n").encode("latin-1", "replace")
+            if len(self._heads) < 64:  # a key changed while the run goes on makes another
+                self._heads[key] = head
+        return head
 
     async def _connection(self) -> _Connection:
         while self._idle:
@@ -199,6 +217,10 @@ class ConnectionPool:
             connection.close()
         self._open.clear()
         self._idle.clear()
+
+
+def _clean(text: str) -> str:
+    return str(text).translate(_FORBIDDEN_IN_HEADERS)
 
 
 def _decoded(answer: Answer) -> Answer:

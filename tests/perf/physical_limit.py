@@ -24,9 +24,9 @@ parsed copies (`.benchmark_cache/documents/`) stay, as between two runs on a use
 
 Beside the goal on the CPU before the first request, the floor under it is measured in the same
 run: what pytest itself costs to start and collect an empty folder with this environment's
-plugins (ragmatrix's entry point among them), plus the import of h11, the HTTP protocol
-library of ragmatrix's direct route (the bare client imports aiohttp, about 0.1 s more), and
-what ragmatrix spends above that floor.
+plugins (ragmatrix's entry point among them), plus the import of httptools, the HTTP parser
+of ragmatrix's direct route (the bare client imports aiohttp, about 0.1 s more), and what
+ragmatrix spends above that floor.
 
     python tests/perf/physical_limit.py [--repeat 3] [--sizes 96,960] [--parse-data-files]
 """
@@ -147,13 +147,13 @@ def compare(size: int, repeat: int) -> dict[str, dict[str, float]]:
     return figures
 
 
-# pytest collecting an empty folder with the environment's plugins, then the HTTP protocol library
-# of ragmatrix's direct route (h11) imported: the process's own CPU at that point, printed before
-# it exits (its shutdown is no part of a start).
+# pytest collecting an empty folder with the environment's plugins, then the HTTP parser of
+# ragmatrix's direct route (httptools) imported: the process's own CPU at that point, printed
+# before it exits (its shutdown is no part of a start).
 FLOOR = (
     "import resource, sys, pytest\n"
     "pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider'])\n"
-    "import h11\n"
+    "import httptools\n"
     "used = resource.getrusage(resource.RUSAGE_SELF)\n"
     "print(used.ru_utime + used.ru_stime, file=sys.stderr)\n"
 )
@@ -205,7 +205,7 @@ def main() -> None:
     bare_first = min(figures["bare client"]["first_request_cpu_s"] for figures in results.values())
     print(
         f"  floor under the CPU before the first request (pytest with this environment's plugins, "
-        f"collecting nothing, plus h11's import): {least:.2f} s = {least / bare_first:.2f}x the bare client's"
+        f"collecting nothing, plus httptools' import): {least:.2f} s = {least / bare_first:.2f}x the bare client's"
     )
     for size, figures in results.items():
         above = figures["ragmatrix"]["first_request_cpu_s"] - least
