@@ -69,12 +69,8 @@ class ScriptedServer:
                     return
                 writer.write(answer)
                 await writer.drain()
-                head_sent = answer.split(b"\r\n\r\n")[0]
-                if (
-                    self.requests in self.hang_up_after
-                    or b"Connection: close" in head_sent
-                    or not (b"Content-Length" in head_sent or b"chunked" in head_sent)
-                ):
+                framed_body = b"Content-Length" in answer or b"chunked" in answer
+                if self.requests in self.hang_up_after or b"Connection: close" in answer or not framed_body:
                     return  # as asked, or the body runs until the connection closes
         finally:
             self.open -= 1
@@ -201,3 +197,23 @@ def test_an_error_status_carries_the_servers_message_and_retry_after(monkeypatch
     error = asyncio.run(go())
     failure = http.classify(error)
     assert failure.message == "HTTP 429 RateLimitError: slow down" and failure.retry_after == 3.0, failure
+
+
+def test_a_line_break_in_a_header_value_adds_no_header():
+    async def go() -> ScriptedServer:
+        server = ScriptedServer(lambda n: framed(b"ok"))
+        async with server as base:
+            pool = ConnectionPool(base, 1)
+            await pool.post(base + "/x", b"{}", {"Authorization": "Bearer key\r\nX-Injected: yes"})
+            await pool.close()
+        return server
+
+    head = asyncio.run(go()).heads[0]
+    assert "Authorization: Bearer keyX-Injected: yes\r\n" in head
+    assert "\r\nX-Injected" not in head
+
+
+def test_an_informational_answer_is_read_past():
+    answers, server = asked(lambda n: b"HTTP/1.1 100 Continue\r\n\r\n" + framed(b"the answer"), 1, 1)
+    assert [(a.status, a.body) for a in answers] == [(200, b"the answer")] * 2  # type: ignore[attr-defined]
+    assert server.connections == 1
