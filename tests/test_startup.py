@@ -8,6 +8,7 @@ it in `addopts`, where it would break `-p no:xdist` ("unrecognized arguments: --
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -149,7 +150,9 @@ def test_the_controller_imports_the_statistics_while_the_models_work(bench):
 
 def test_the_statistics_import_runs_on_a_thread_while_answers_are_awaited():
     """The controller starts importing scipy.stats when it sends the LLM requests ahead, so that
-    the leaderboard's intervals at the end do not wait for the import; once, and never twice."""
+    the leaderboard's intervals at the end do not wait for the import; once, and never twice.
+    numpy's OpenBLAS threads, started by that import, are told to sleep at once instead of
+    spinning (a user's own setting wins)."""
     code = (
         "import sys, threading\n"
         "from ragmatrix import stats\n"
@@ -160,9 +163,16 @@ def test_the_statistics_import_runs_on_a_thread_while_answers_are_awaited():
         "assert len(threads) <= 1, threads\n"
         "import scipy.stats\n"  # waits for the thread's import instead of starting another
         "assert scipy.stats.bootstrap is not None\n"
+        "import os\n"
+        "assert os.environ['OPENBLAS_THREAD_TIMEOUT'] == EXPECTED, os.environ['OPENBLAS_THREAD_TIMEOUT']\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
-    assert done.returncode == 0, done.stderr
+    for users, expected in ((None, "4"), ("28", "28")):  # OpenBLAS's threads sleep at once, unless the user says
+        env = {name: value for name, value in os.environ.items() if name != "OPENBLAS_THREAD_TIMEOUT"}
+        if users is not None:
+            env["OPENBLAS_THREAD_TIMEOUT"] = users
+        run = [sys.executable, "-c", f"EXPECTED = {expected!r}\n" + code]
+        done = subprocess.run(run, capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
+        assert done.returncode == 0, done.stderr
 
 
 CLIENT_IMPORTS = """

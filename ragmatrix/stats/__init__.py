@@ -8,6 +8,7 @@ libraries it calls, never serves numbers computed by the code before it.
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 import threading
 from functools import cache
@@ -58,6 +59,10 @@ _warming = threading.Event()  # the background import has been started in this p
 
 
 def _import_scipy_stats() -> None:
+    # numpy's OpenBLAS starts a thread per core as it is imported, and each spins for about
+    # 0.1 s of CPU waiting for work (2^28 cycles) before it sleeps: told to sleep at once, they
+    # cost 0.2 to 0.3 s of CPU less per run on 2 cores (`docs/scale.md`). A user's setting wins.
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
     try:
         import scipy.stats  # noqa: F401
     except Exception:  # noqa: S110 - the code that needs it imports it again and reports the failure
