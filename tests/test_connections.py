@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import shutil
+import ssl
+import subprocess
 from collections.abc import Callable
 
 import pytest
@@ -27,8 +30,11 @@ class ScriptedServer:
     """Reads each request whole (its head and Content-Length body) and answers what `reply`
     says; counts connections, requests and the most connections open at once."""
 
-    def __init__(self, reply: Reply, delay: float = 0.0, hang_up_after: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self, reply: Reply, delay: float = 0.0, hang_up_after: tuple[int, ...] = (), tls: ssl.SSLContext | None = None
+    ) -> None:
         self.reply = reply
+        self.tls = tls
         self.hang_up_after = hang_up_after
         self.delay = delay
         self.connections = self.requests = self.open = self.most_open = 0
@@ -36,9 +42,9 @@ class ScriptedServer:
         self.heads: list[str] = []
 
     async def __aenter__(self) -> str:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
         port = self._server.sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}/v1"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{port}/v1"
 
     async def __aexit__(self, *_: object) -> None:
         self._server.close()
@@ -217,3 +223,40 @@ def test_an_informational_answer_is_read_past():
     answers, server = asked(lambda n: b"HTTP/1.1 100 Continue\r\n\r\n" + framed(b"the answer"), 1, 1)
     assert [(a.status, a.body) for a in answers] == [(200, b"the answer")] * 2  # type: ignore[attr-defined]
     assert server.connections == 1
+
+
+def test_an_https_server_is_asked_over_tls_and_a_certificate_no_one_trusts_is_refused(tmp_path, monkeypatch):
+    """The certificates trusted are SSL_CERT_FILE's (else certifi's), as litellm's client trusts."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("needs the openssl command to make a certificate")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "2"]
+        + ["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True,
+        capture_output=True,
+    )
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert, key)
+    for name in http.PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+
+    async def ask() -> bytes | BaseException:
+        async with ScriptedServer(lambda n: framed(b"over tls"), tls=served) as base:
+            session = http.HttpSession(base, connections=1)
+            try:
+                return await session.post(base + "/chat/completions", b"{}")
+            except Exception as error:
+                return error
+            finally:
+                for pool in session._pools.values():
+                    await pool.close()
+
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    assert asyncio.run(ask()) == b"over tls"
+    monkeypatch.delenv("SSL_CERT_FILE")
+    refused = asyncio.run(ask())
+    assert isinstance(refused, ssl.SSLCertVerificationError), refused
+    assert http.classify(refused).message.startswith("APIConnectionError"), http.classify(refused)
