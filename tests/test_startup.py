@@ -225,29 +225,3 @@ assert Row.__pydantic_complete__
 def test_importing_the_plugin_builds_none_of_its_pydantic_models_until_one_is_used():
     done = subprocess.run([sys.executable, "-c", DEFERRED], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert done.returncode == 0, done.stderr
-
-
-YAML_IMPORTS = """
-import sys
-
-def _audit(event, args):
-    if event == "import" and args[0] == "yaml":
-        with open("yaml_imports.txt", "a") as handle:
-            handle.write("yaml\\\\n")
-
-sys.addaudithook(_audit)
-"""
-
-
-def test_a_run_of_files_read_before_never_imports_pyyaml(bench):
-    """models.yaml and the data files are remembered as parsed, by the digest of their bytes
-    (`ragmatrix.foundations.yamlfile`): a later run of the same files loads them from the cache
-    folder, and PyYAML (about 14 ms of CPU to import) is never imported."""
-    write(bench.path / "conftest.py", YAML_IMPORTS)
-    imports = bench.path / "yaml_imports.txt"
-    bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "--collect-only", "-q")
-    assert imports.is_file()  # the first run parsed them
-    imports.unlink()
-    result = bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "--collect-only", "-q")
-    assert "7 tests collected" in result.stdout.str()
-    assert not imports.exists()

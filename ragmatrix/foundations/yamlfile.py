@@ -6,14 +6,12 @@ boolean to YAML 1.1) loses one of them. The loader here refuses a repeated key. 
 not UTF-8, syntax errors and aliases that expand without bound come back as `YamlFileError`,
 whose message is one line without the file name (the caller names the file its own way).
 
-A data file (or models.yaml) read once is remembered (`read_yaml(path, remember=True)`): its document is kept
+A data file read once is remembered (`read_yaml(path, remember=True)`): its document is kept
 under the run's cache folder in marshal's form, beside the digest of the bytes it was read
 from, and a later run whose file holds the same bytes loads it from there instead of parsing
 YAML again (a tenth of the time on a file of 10,000 cases). Only a document that passed every
 check above is remembered, so the checks hold for the remembered one too; a file edited since,
 a remembered copy that is damaged, or a document marshal cannot hold (a timestamp) is parsed.
-PyYAML itself (about 14 ms of CPU to import) is imported only when a file is parsed: a run
-whose files were all remembered never imports it.
 """
 
 from __future__ import annotations
@@ -21,17 +19,18 @@ from __future__ import annotations
 import hashlib
 import marshal
 import os
-from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import yaml
 from pydantic import ValidationError
 
 from ragmatrix.foundations.regular_file import read_regular
 
-if TYPE_CHECKING:
-    import yaml
-
+# libyaml's parser when PyYAML was built with it: every run, cached ones included, parses
+# every data file, and the pure-Python parser is several times slower. Construction (where
+# keys are checked) is Python either way.
+_BASE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 # How many values a document may hold once its aliases are expanded: far above any real file
 # (the shipped ones hold a few thousand), far below what exhausts memory when a case's content
@@ -43,36 +42,27 @@ class YamlFileError(Exception):
     """The file cannot be read as YAML; the message is one line, e.g. `line 3: ...`."""
 
 
-@cache
-def _strict_loader() -> tuple[Any, type[Exception]]:
-    """The safe loader refusing a key that a mapping already has, and the error it raises: made
-    (and PyYAML imported) on the first file parsed."""
-    import yaml
+class DuplicateKeyError(yaml.MarkedYAMLError):
+    """A mapping gives a key it already has."""
 
-    class DuplicateKeyError(yaml.MarkedYAMLError):
-        """A mapping gives a key it already has."""
 
-    # libyaml's parser when PyYAML was built with it: the pure-Python parser is several times
-    # slower. Construction (where keys are checked) is Python either way.
-    base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+class StrictLoader(_BASE_LOADER):  # type: ignore[misc]
+    """The safe loader, refusing a key that a mapping already has."""
 
-    class StrictLoader(base):  # type: ignore[misc,valid-type]
-        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-            if isinstance(node, yaml.MappingNode):
-                seen: dict[Any, yaml.Node] = {}
-                for key_node, _ in node.value:
-                    if key_node.tag == _MERGE_TAG:
-                        continue  # `<<: *anchor` may be overridden by the mapping's own keys
-                    key = self.construct_object(key_node, deep=True)
-                    try:
-                        first = seen.setdefault(key, key_node)
-                    except TypeError:
-                        continue  # an unhashable key: the base class says so
-                    if first is not key_node:
-                        raise DuplicateKeyError(None, None, _duplicate(key_node, first), key_node.start_mark)
-            return dict(super().construct_mapping(node, deep=deep))
-
-    return StrictLoader, DuplicateKeyError
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, yaml.Node] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == _MERGE_TAG:
+                    continue  # `<<: *anchor` may be overridden by the mapping's own keys
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node)
+                except TypeError:
+                    continue  # an unhashable key: the base class says so
+                if first is not key_node:
+                    raise DuplicateKeyError(None, None, _duplicate(key_node, first), key_node.start_mark)
+        return dict(super().construct_mapping(node, deep=deep))
 
 
 def _duplicate(key_node: yaml.Node, first: yaml.Node) -> str:
@@ -99,9 +89,6 @@ def read_yaml(path: Path, remember: bool = False) -> Any:
 
 
 def _parsed(data: bytes) -> Any:
-    import yaml
-
-    loader, duplicate_key = _strict_loader()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -111,16 +98,15 @@ def _parsed(data: bytes) -> Any:
             "save the file as UTF-8"
         ) from None
     try:
-        document = yaml.load(text, Loader=loader)
+        document = yaml.load(text, Loader=StrictLoader)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"line {mark.line + 1}: " if mark is not None else ""
         reason = error.problem or error.context or str(error).splitlines()[0]
-        kind = "" if isinstance(error, duplicate_key) else "YAML syntax error: "
+        kind = "" if isinstance(error, DuplicateKeyError) else "YAML syntax error: "
         raise YamlFileError(f"{where}{kind}{reason}") from None
     except yaml.reader.ReaderError as error:  # a control character: valid UTF-8, but not YAML
-        by_libyaml = issubclass(loader, getattr(yaml, "CSafeLoader", ()))  # it counts bytes, Python characters
-        offset = error.position if by_libyaml else len(text[: error.position].encode())
+        offset = error.position if _BASE_LOADER is not yaml.SafeLoader else len(text[: error.position].encode())
         code = error.character if isinstance(error.character, int) else ord(error.character)
         line = data.count(b"\n", 0, offset) + 1
         raise YamlFileError(
@@ -158,7 +144,7 @@ class _Remembered:
 
         name = hashlib.blake2b(os.path.abspath(path).encode(), digest_size=16).hexdigest()
         self.path = cache_dir() / DOCUMENTS_FOLDER / f"{name}.marshal"
-        read_as = f"{CHECKS_VERSION}:{_yaml_version()}:{MAX_EXPANDED_VALUES}:".encode()
+        read_as = f"{CHECKS_VERSION}:{yaml.__version__}:{MAX_EXPANDED_VALUES}:".encode()
         self.source = hashlib.blake2b(read_as + data, digest_size=32).digest()
 
     def load(self) -> Any:
@@ -194,20 +180,6 @@ class _Remembered:
                 partial.unlink(missing_ok=True)
             except OSError:
                 pass
-
-
-@cache
-def _yaml_version() -> str:
-    """PyYAML's version, from its installed metadata: importing it would cost more than the
-    remembered document saves."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("PyYAML")
-    except metadata.PackageNotFoundError:  # installed some other way: ask the module itself
-        import yaml
-
-        return str(yaml.__version__)
 
 
 def expanded_size(document: Any, limit: int) -> int:

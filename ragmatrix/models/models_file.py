@@ -38,7 +38,7 @@ class ModelsFileError(Exception):
 
 def load_models(path: Path) -> list[ModelSpec]:
     try:
-        document = read_yaml(path, remember=True)  # parsed once per content, as the data files
+        document = read_yaml(path)
     except FileNotFoundError:
         raise ModelsFileError(f"{path.name}: file not found") from None
     except YamlFileError as error:  # not UTF-8, not YAML, or a key given twice

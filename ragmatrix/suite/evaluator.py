@@ -55,7 +55,7 @@ class EvaluatorChoice:
 def read_setting(models_file: Path) -> EvaluatorSetting | None:
     """The `evaluator:` entry of models.yaml, or None."""
     try:
-        document = read_yaml(models_file, remember=True)
+        document = read_yaml(models_file)
     except (OSError, YamlFileError):
         return None  # load_models reports an unreadable file
     entry = document.get("evaluator") if isinstance(document, dict) else None
