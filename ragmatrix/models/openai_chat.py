@@ -2,8 +2,8 @@
 
 A `litellm: openai/<name>` entry is answered by one HTTP endpoint whose wire format ragmatrix
 knows. Going through litellm there costs a multi-second import and several milliseconds of
-client CPU per request; one aiohttp session per model asks the same request for a fraction of
-both. The request is the one litellm would send (model name without `openai/`, the messages,
+client CPU per request; the model's own HTTP session (`ragmatrix.models.http`) asks the same
+request for a fraction of both. The request is the one litellm would send (model name without `openai/`, the messages,
 `params`), the answer is read the same way (the first choice's text, the token counts the
 server reports), and failures are classified the same way, so the retries, timeouts, breaker,
 response cache and redaction of `ragmatrix.models.chat` and `ragmatrix.models.client` behave
@@ -95,7 +95,7 @@ def direct_route(spec: Route) -> bool:
 class OpenAIChat(ChatProvider):
     """A chat provider for one model on one endpoint."""
 
-    # What a first call could find slow (importing aiohttp) is queued on the loop's thread when
+    # What a first call could find slow (importing the HTTP client) is queued on the loop's thread when
     # the model is built, ahead of its requests: its first request need not go alone (see `LLM._ask`).
     starts_warm = True
 
