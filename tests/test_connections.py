@@ -84,8 +84,8 @@ class ScriptedServer:
 
 
 def asked(reply: Reply, *requests: int, limit: int | None = None, connections: int = 4, hang_up_after=()):
-    """Run `len(requests)` POSTs through one pool (concurrently where `requests` groups them,
-    one after another otherwise) and give back the answers or errors, and the server."""
+    """POSTs through one pool, each number in `requests` a group sent at once, the groups one
+    after another; the answers (or errors) in order, and the server."""
 
     async def go() -> tuple[list[object], ScriptedServer]:
         server = ScriptedServer(reply, hang_up_after=hang_up_after)
