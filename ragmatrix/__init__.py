@@ -29,8 +29,9 @@ if TYPE_CHECKING:
     from ragmatrix.seam.case import Case, CaseInputError
     from ragmatrix.seam.drawing import PlotContext
     from ragmatrix.seam.family import Family, Plot
+    from ragmatrix.seam.headline import Headline
     from ragmatrix.seam.outcome import Outcome
-    from ragmatrix.seam.tables import FamilyTable, Headline
+    from ragmatrix.seam.tables import FamilyTable
 
 # Each public name and the module that defines it. A family's descriptor and its callbacks are
 # typed with these: the case, the models, the family's table, the report blocks, the plot
@@ -47,7 +48,7 @@ _HOMES = {
     "FamilyCosts": "ragmatrix.cost.figures",
     "FamilyTable": "ragmatrix.seam.tables",
     "Heading": "ragmatrix.seam.blocks",
-    "Headline": "ragmatrix.seam.tables",
+    "Headline": "ragmatrix.seam.headline",
     "Image": "ragmatrix.seam.blocks",
     "Judge": "ragmatrix.models.protocols",
     "load_results": "ragmatrix.explore.export",

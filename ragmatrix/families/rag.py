@@ -23,8 +23,8 @@ from ragmatrix.results.rows import Iteration, Row
 from ragmatrix.seam.case import Case
 from ragmatrix.seam.detail import Fields, ItemView, Part, Text, number
 from ragmatrix.seam.family import Family, Source
+from ragmatrix.seam.headline import Headline
 from ragmatrix.seam.outcome import Outcome
-from ragmatrix.seam.tables import Headline
 
 # Bump when scoring changes: every stored result of this family is then recomputed.
 # 2: an explicit answer must equal its label after BioChatter's normalisation (`match: exact`);

@@ -16,18 +16,21 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol
 
 from pydantic import BaseModel
 
-from ragmatrix.cost.figures import FamilyCosts
 from ragmatrix.models.protocols import ChatModel, Messages, Model
 from ragmatrix.results.rows import Iteration
-from ragmatrix.seam.blocks import Block
 from ragmatrix.seam.case import Case, ExpectedT, InputT
 from ragmatrix.seam.detail import ItemView
-from ragmatrix.seam.drawing import PlotContext
-from ragmatrix.seam.tables import FamilyTable, Headline
+from ragmatrix.seam.headline import Headline
+
+if TYPE_CHECKING:  # what a family's report callbacks take, needed only after a run's items
+    from ragmatrix.cost.figures import FamilyCosts
+    from ragmatrix.seam.blocks import Block
+    from ragmatrix.seam.drawing import PlotContext
+    from ragmatrix.seam.tables import FamilyTable
 
 __all__ = ["CaseSchema", "Family", "Headline", "ItemView", "Plot", "Rankings", "Source"]
 

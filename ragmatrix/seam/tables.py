@@ -11,29 +11,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ragmatrix.results.rows import Row
+from ragmatrix.seam.headline import Headline
 from ragmatrix.stats.intervals import Interval
 from ragmatrix.stats.significance import ALPHA, PairedTest
 
 TOO_FEW = "too few shared cases"
 INCOMPLETE = "†"  # the model has error items: its mean covers only the items it finished
-
-
-@dataclass(frozen=True)
-class Headline:
-    """The one number a family ranks models by."""
-
-    metric: str  # what the score is, in a few words: "accuracy", "file nDCG@10"
-    description: str  # one sentence for the report
-    scale: str = "0..1"  # shown beside every table of the family: "0..1", "RSS x500"
-    higher_is_better: bool = True
-    # Every score is 0 or 1 (a yes/no outcome): Wilson intervals and McNemar's test. False: a
-    # continuous score, never a Wilson interval, even when its values happen to be 0 or 1.
-    binary: bool = False
-
-    @property
-    def digits(self) -> int:
-        """Decimals to show: three on a 0..1 scale, one on a wider one (RSS x500)."""
-        return 3 if self.scale == "0..1" else 1
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from ragmatrix.families.code_retrieval.retrieval import (
 )
 from ragmatrix.families.code_retrieval.schema import CodeRetrievalCase
 from ragmatrix.seam.family import Family, Source
-from ragmatrix.seam.tables import Headline
+from ragmatrix.seam.headline import Headline
 
 __all__ = ["FAMILY", "score", "search"]
 

@@ -9,7 +9,7 @@
 from ragmatrix.families.rss import report, view
 from ragmatrix.families.rss.probes import SCORING_VERSION, RssCase, corpus_fingerprint, probe
 from ragmatrix.seam.family import Family, Plot, Source
-from ragmatrix.seam.tables import Headline
+from ragmatrix.seam.headline import Headline
 
 __all__ = ["FAMILY", "probe"]
 

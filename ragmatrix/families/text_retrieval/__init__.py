@@ -16,7 +16,7 @@ from ragmatrix.families.text_retrieval.retrieval import (
     search,
 )
 from ragmatrix.seam.family import Family, Source
-from ragmatrix.seam.tables import Headline
+from ragmatrix.seam.headline import Headline
 
 __all__ = ["FAMILY", "score", "search"]
 

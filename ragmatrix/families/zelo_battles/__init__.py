@@ -5,7 +5,7 @@ zELO ranking is scored against graded labels; a reranker scores the same documen
 
 from ragmatrix.families.zelo_battles import report, view
 from ragmatrix.seam.family import Family, Plot, Source
-from ragmatrix.seam.tables import Headline
+from ragmatrix.seam.headline import Headline
 from ragmatrix.zelo.battles import (
     SCORING_VERSION,
     ZeloCase,
