@@ -225,3 +225,43 @@ assert Row.__pydantic_complete__
 def test_importing_the_plugin_builds_none_of_its_pydantic_models_until_one_is_used():
     done = subprocess.run([sys.executable, "-c", DEFERRED], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert done.returncode == 0, done.stderr
+
+
+COLLECTOR = """
+import gc, json, sys
+
+seen = {}
+if USERS_CHOICE:
+    gc.disable()
+
+def pytest_collection_finish(session):
+    seen["collecting"] = gc.isenabled()
+    seen["tables imported"] = "ragmatrix.seam.tables" in sys.modules
+
+def pytest_unconfigure(config):  # after the leaderboard
+    seen["after"] = gc.isenabled()
+    seen["tables imported at the end"] = "ragmatrix.seam.tables" in sys.modules
+    with open("collector.json", "w") as handle:
+        json.dump(seen, handle)
+"""
+
+
+@pytest.mark.parametrize("users_choice", [False, True], ids=["collector on", "collector off by the user"])
+def test_the_garbage_collector_waits_while_the_run_is_built_and_the_leaderboards_tables_until_the_end(
+    bench, users_choice
+):
+    """What a run builds before its first request lives to its end: the cyclic garbage
+    collector is paused until collection ends (then those objects are frozen out of its walks),
+    and a collector the user turned off stays off. The leaderboard's tables and their statistics
+    are imported only once the items have run."""
+    write(bench.path / "conftest.py", f"USERS_CHOICE = {users_choice}\n" + COLLECTOR)
+    bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-k", "scripted").assert_outcomes(
+        passed=LLM_ITEMS
+    )
+    seen = json.loads((bench.path / "collector.json").read_text())
+    assert seen == {
+        "collecting": False,
+        "tables imported": False,
+        "after": not users_choice,
+        "tables imported at the end": True,
+    }
