@@ -26,7 +26,11 @@ Beside the goal on the CPU before the first request, the floor under it is measu
 run: what pytest itself costs to start and collect an empty folder with this environment's
 plugins (ragmatrix's entry point among them), plus the import of httptools, the HTTP parser
 of ragmatrix's direct route (the bare client imports aiohttp, about 0.1 s more), and what
-ragmatrix spends above that floor.
+ragmatrix spends above that floor. The floor's line names the distributions whose pytest plugins
+were loaded, and says where one of them imported trio (anyio's plugin does wherever trio is
+installed, as the test extra's selenium installs it: about 0.06 s that a plain install of
+ragmatrix does not pay). Run with the Python of a plain install (`pip install ragmatrix`, no
+extras) to measure what a user's environment pays.
 
     python tests/perf/physical_limit.py [--repeat 3] [--sizes 96,960] [--parse-data-files]
 """
@@ -149,29 +153,39 @@ def compare(size: int, repeat: int) -> dict[str, dict[str, float]]:
 
 # pytest collecting an empty folder with the environment's plugins, then the HTTP parser of
 # ragmatrix's direct route (httptools) imported: the process's own CPU at that point, printed
-# before it exits (its shutdown is no part of a start).
+# before it exits (its shutdown is no part of a start), with the distributions whose pytest
+# plugins were loaded, and whether one of them imported trio (anyio's plugin does where trio
+# is installed: here by the test extra's selenium, not by ragmatrix's own dependencies).
 FLOOR = (
     "import resource, sys, pytest\n"
-    "pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider'])\n"
+    "class Plugins:\n"
+    "    def pytest_configure(self, config):\n"
+    "        self.names = sorted({d.project_name for _, d in config.pluginmanager.list_plugin_distinfo()})\n"
+    "plugins = Plugins()\n"
+    "pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider'], plugins=[plugins])\n"
     "import httptools\n"
     "used = resource.getrusage(resource.RUSAGE_SELF)\n"
-    "print(used.ru_utime + used.ru_stime, file=sys.stderr)\n"
+    "trio = ' (trio imported)' if 'trio' in sys.modules else ''\n"
+    "print(f\"{used.ru_utime + used.ru_stime} {', '.join(plugins.names)}{trio}\", file=sys.stderr)\n"
 )
 
 
-def floor(repeat: int) -> float:
+def floor(repeat: int) -> tuple[float, str]:
     """The least CPU a pytest plugin sending its requests as ragmatrix does spends before the first
-    (median of `repeat` runs, after one untimed run that warms the disk caches)."""
+    (median of `repeat` runs, after one untimed run that warms the disk caches), and the plugins
+    loaded in it."""
     env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
     spent = []
+    plugins = ""
     with tempfile.TemporaryDirectory() as empty:
         for _ in range(repeat + 1):
             done = subprocess.run([sys.executable, "-c", FLOOR], cwd=empty, env=env, capture_output=True, text=True)
             try:
-                spent.append(float(done.stderr.strip().splitlines()[-1]))
+                cpu, _, plugins = done.stderr.strip().splitlines()[-1].partition(" ")
+                spent.append(float(cpu))
             except (ValueError, IndexError):
                 sys.exit(f"the floor's measure failed ({done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    return statistics.median(spent[1:])
+    return statistics.median(spent[1:]), plugins
 
 
 def verdict(value: float, goal: float) -> str:
@@ -201,11 +215,12 @@ def main() -> None:
         print(f"  CPU before the first request, {size} prompts: {before:.2f}x ({verdict(before, 2.0)})")
         p50 = ours["p50_ms"] / bare["p50_ms"]
         print(f"  reported p50 latency, {size} prompts: {p50:.3f}x ({verdict(p50, 1.10)})")
-    least = floor(options.repeat)
+    least, plugins = floor(options.repeat)
     bare_first = min(figures["bare client"]["first_request_cpu_s"] for figures in results.values())
     print(
         f"  floor under the CPU before the first request (pytest with this environment's plugins, "
         f"collecting nothing, plus httptools' import): {least:.2f} s = {least / bare_first:.2f}x the bare client's"
+        f"\n    (plugins of: {plugins})"
     )
     for size, figures in results.items():
         above = figures["ragmatrix"]["first_request_cpu_s"] - least
