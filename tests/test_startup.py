@@ -265,3 +265,34 @@ def test_the_garbage_collector_waits_while_the_run_is_built_and_the_leaderboards
         "after": not users_choice,
         "tables imported at the end": True,
     }
+
+
+ENTRY_POINT_READS = """
+import importlib.metadata, json, sys
+
+reads = []
+_read = importlib.metadata.entry_points
+
+def entry_points(**selection):
+    caller = sys._getframe(1).f_globals.get("__name__", "")
+    if caller.startswith("ragmatrix"):
+        reads.append([caller, selection])
+    return _read(**selection)
+
+importlib.metadata.entry_points = entry_points
+
+def pytest_unconfigure(config):
+    with open("entry_point_reads.json", "w") as handle:
+        json.dump(reads, handle)
+"""
+
+
+def test_the_families_and_providers_entry_points_are_read_together_once_per_run(bench):
+    """Each read of installed distributions' entry points walks every distribution's metadata,
+    whichever group it asks for: ragmatrix reads its two groups in one."""
+    write(bench.path / "conftest.py", ENTRY_POINT_READS)
+    bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-k", "scripted").assert_outcomes(
+        passed=LLM_ITEMS
+    )
+    reads = json.loads((bench.path / "entry_point_reads.json").read_text())
+    assert reads == [["ragmatrix.foundations.entry_points", {}]]

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from importlib.metadata import entry_points
 
+from ragmatrix.foundations import entry_points as installed
 from ragmatrix.foundations.context import RunContext, current
 from ragmatrix.seam.family import Family, Headline, Plot
 
 __all__ = ["Family", "Headline", "Plot", "all_families", "family_named", "register"]
 
-ENTRY_POINT_GROUP = "ragmatrix.families"
+ENTRY_POINT_GROUP = installed.FAMILIES
 
 
 # The package's own families, by name, and the module of each: a run imports only the families
@@ -53,7 +53,7 @@ class FamilyRegistry:
     def entry_points(self) -> dict[str, Family]:
         if self._entry_points is None:
             self._entry_points = {}
-            for point in entry_points(group=ENTRY_POINT_GROUP):
+            for point in installed.group(ENTRY_POINT_GROUP):
                 family = point.load()
                 if isinstance(family, Family):
                     self._entry_points[family.name] = family

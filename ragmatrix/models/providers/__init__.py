@@ -15,7 +15,7 @@ by `provider`; an entry without `provider:` gets it from the key it carries (`pi
 
 The decorator registers a spec model when its module is imported, once per process: the
 registered classes are the process's (`_providers`). The entry points are loaded once per run
-(`ragmatrix.foundations.context`), on first use, and this package's modules as the entries of
+(`ragmatrix.foundations.entry_points`), on first use, and this package's modules as the entries of
 models.yaml name their keys (`PACKAGE_PROVIDERS`), or all of them where a message lists the
 providers: a run in the same process after modules were unloaded (pytest run inside a test)
 imports them again, and their spec models replace the unloaded ones. Importing this package
@@ -29,15 +29,15 @@ import pkgutil
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Annotated, Any, TypeVar, Union
 
 from pydantic import BeforeValidator, Field, TypeAdapter
 
+from ragmatrix.foundations import entry_points as installed
 from ragmatrix.foundations.context import RunContext, current
 from ragmatrix.models.spec import ModelSpec, connect_providers
 
-ENTRY_POINT_GROUP = "ragmatrix.providers"
+ENTRY_POINT_GROUP = installed.PROVIDERS
 S = TypeVar("S", bound=ModelSpec)
 
 
@@ -76,7 +76,7 @@ class ProviderScan:
         self.adapter: tuple[tuple[type[ModelSpec], ...], TypeAdapter[ModelSpec]] | None = None
         self.imported: set[str] = set()
         self.complete = False
-        for point in entry_points(group=ENTRY_POINT_GROUP):
+        for point in installed.group(ENTRY_POINT_GROUP):
             try:
                 point.load()
             except Exception as error:  # a broken third-party module must not stop every run
