@@ -15,11 +15,11 @@ by `provider`; an entry without `provider:` gets it from the key it carries (`pi
 
 The decorator registers a spec model when its module is imported, once per process: the
 registered classes are the process's (`_providers`). The entry points are loaded once per run
-(`ragmatrix.foundations.entry_points`), on first use, and this package's modules as the entries of
-models.yaml name their keys (`PACKAGE_PROVIDERS`), or all of them where a message lists the
-providers: a run in the same process after modules were unloaded (pytest run inside a test)
-imports them again, and their spec models replace the unloaded ones. Importing this package
-imports no provider.
+(read with the families' by `ragmatrix.foundations.entry_points`), on first use, and this
+package's modules as the entries of models.yaml name their keys (`PACKAGE_PROVIDERS`), or all of
+them where a message lists the providers: a run in the same process after modules were unloaded
+(pytest run inside a test) imports them again, and their spec models replace the unloaded ones.
+Importing this package imports no provider.
 """
 
 from __future__ import annotations
@@ -211,8 +211,9 @@ def validate(entry: Any) -> ModelSpec:
     """One models.yaml entry as its provider's spec; pydantic's ValidationError otherwise (its
     locations may start with the provider's tag: see `error_location`). An entry whose provider
     is known is validated by that provider's spec model alone: the union's validator is built
-    from every registered spec model (about 10 ms of a run's start for litellm's three), and is
-    needed only to say what is wrong with an entry no provider takes."""
+    from every registered spec model (litellm's three where an entry uses one of them: about
+    3 ms more of a run's start), and is needed only to say what is wrong with an entry no
+    provider takes."""
     if isinstance(entry, Mapping):
         try:
             chosen = pick(entry)  # its provider imported, so that the validator knows it
