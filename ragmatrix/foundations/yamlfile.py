@@ -186,34 +186,38 @@ def expanded_size(document: Any, limit: int) -> int:
     """How many values the document holds with every alias written out (each shared object
     counted once per place it appears), at most `limit + 1`. Walks each shared object once, so
     a nest of aliases costs its text's size, not its expansion's; a cycle counts as too many."""
-    sizes: dict[int, int] = {}
-    counting: set[int] = set()  # objects whose children are being counted: met again, a cycle
+    return _ExpandedSize(limit).of(document) if type(document) in (dict, list) else 1
 
-    def size(value: Any) -> int:
+
+class _ExpandedSize:
+    """One document's count. A class rather than a closure that calls itself: such a closure
+    reaches itself through its cell, a reference cycle that would keep the table of every
+    mapping and list until the cyclic garbage collector ran, and that collector is paused
+    while the data files are read at collection."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.sizes: dict[int, int] = {}
+        self.counting: set[int] = set()  # objects whose children are being counted: met again, a cycle
+
+    def of(self, value: Any) -> int:
         ident = id(value)
-        known = sizes.get(ident)
+        known = self.sizes.get(ident)
         if known is not None:
             return known
-        if ident in counting:
+        limit = self.limit
+        if ident in self.counting:
             return limit + 1  # an alias inside its own anchor never ends
-        counting.add(ident)
+        self.counting.add(ident)
         total, children = (1 + len(value), value.values()) if type(value) is dict else (1, value)
         for child in children:
-            total += size(child) if type(child) in (dict, list) else 1
+            total += self.of(child) if type(child) in (dict, list) else 1
             if total > limit:
                 total = limit + 1
                 break
-        counting.discard(ident)
-        sizes[ident] = total
+        self.counting.discard(ident)
+        self.sizes[ident] = total
         return total
-
-    try:
-        return size(document) if type(document) in (dict, list) else 1
-    finally:
-        # `size` reaches itself through its closure's cell: emptying the cell breaks that cycle,
-        # so `sizes` (an entry per mapping and list of the file) is freed now, not by the cyclic
-        # garbage collector, which is paused while the data files are read at collection.
-        del size
 
 
 def field_errors(error: ValidationError) -> list[tuple[list[str], str]]:
