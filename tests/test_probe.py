@@ -1,0 +1,100 @@
+"""Before a run, each server a model of the matrix is reached at is asked whether anything answers
+HTTP there (`probe_server`): a model whose server is down is left out with one line, not failed
+item by item. A plain `http://` server is asked over a socket, as the package's own connections
+reach it; through a proxy the environment names, urllib finds the way."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from ragmatrix.models.http import PROXY_VARIABLES
+from ragmatrix.models.spec import probe_server
+
+PROBE_IN_A_FRESH_PROCESS = """
+import json, sys
+from ragmatrix.models.spec import probe_server
+
+reason = probe_server(sys.argv[1])
+loaded = {name: name in sys.modules for name in ("urllib.request", "http.client")}
+print(json.dumps({"reason": reason, **loaded}))
+"""
+
+
+@pytest.fixture
+def no_proxy(monkeypatch):
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+
+
+def test_a_plain_http_server_is_asked_over_a_socket_with_its_credentials_and_without_urllib(server, no_proxy):
+    address = server.base_url.replace("http://", "http://user:pass-word@")
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE_IN_A_FRESH_PROCESS, address], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"reason": None, "urllib.request": False, "http.client": False}
+    (request,) = server.requests
+    assert request["path"] == "/v1/models"
+    assert request["headers"]["authorization"] == "Basic dXNlcjpwYXNzLXdvcmQ="  # user:pass-word
+    assert request["headers"]["host"] == server.base_url.removeprefix("http://").removesuffix("/v1")
+
+
+def test_any_status_counts_as_an_answer(server, no_proxy):
+    assert probe_server(server.base_url + "/no/such/route") is None  # 404 is an answer
+
+
+@pytest.fixture
+def answers_with() -> Iterator[tuple[list[bytes], str]]:
+    """A server that reads a request and answers with the bytes given (nothing: it closes)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    answer: list[bytes] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            with connection:
+                connection.recv(65536)
+                connection.sendall(b"".join(answer))
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield answer, f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    listener.close()
+
+
+def test_a_server_that_closes_at_once_or_answers_in_another_protocol_is_unreachable(answers_with, no_proxy):
+    answer, address = answers_with
+    assert probe_server(address) == (
+        f"server {address} unreachable (the server closed the connection without answering)"
+    )
+    answer.append(b"SSH-2.0-OpenSSH_9.6\r\n")
+    assert probe_server(address, name="mine") == "server mine unreachable (the server does not answer in HTTP)"
+    answer[:] = [b"HTTP/1.0 503 Service Unavailable\r\n\r\n"]
+    assert probe_server(address) is None
+
+
+def test_nothing_listening_and_a_bad_port_are_unreachable(no_proxy):
+    with socket.socket() as taken:  # a port no one listens on
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+    assert probe_server(f"http://127.0.0.1:{port}/v1").startswith(f"server http://127.0.0.1:{port}/v1 unreachable (")
+    assert probe_server("http://127.0.0.1:99999/v1").startswith("server http://127.0.0.1:99999/v1 unreachable (")
+
+
+def test_a_proxy_the_environment_names_is_asked_instead(server, no_proxy, monkeypatch):
+    """The test server stands in for the proxy of a host that does not exist: it receives the
+    probe in a proxy's form (the whole address)."""
+    monkeypatch.setenv("HTTP_PROXY", server.base_url.removesuffix("/v1"))
+    assert probe_server("http://model.invalid/v1") is None
+    (request,) = server.requests
+    assert request["path"] == "http://model.invalid/v1/models"
