@@ -296,3 +296,25 @@ def test_the_families_and_providers_entry_points_are_read_together_once_per_run(
     )
     reads = json.loads((bench.path / "entry_point_reads.json").read_text())
     assert reads == [["ragmatrix.foundations.entry_points", {}]]
+
+
+YAML_IMPORTED = """
+import json, sys
+
+def pytest_unconfigure(config):
+    with open("yaml_imported.json", "a") as handle:
+        handle.write(json.dumps("yaml" in sys.modules) + "\\n")
+"""
+
+
+def test_a_run_whose_yaml_files_are_unchanged_since_the_last_does_not_import_a_yaml_parser(bench):
+    """The data files and models.yaml are remembered as they were parsed; the next run loads
+    them from the cache folder, and PyYAML's import (about 10 ms) is not paid. An edited file is
+    parsed again."""
+    write(bench.path / "conftest.py", YAML_IMPORTED)
+    for _ in range(2):
+        bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "--run-all").assert_outcomes(passed=ALL_ITEMS)
+    models = bench.path / "benchmark" / "models.yaml"
+    models.write_text(models.read_text() + "\n# edited\n")
+    bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "--run-all").assert_outcomes(passed=ALL_ITEMS)
+    assert (bench.path / "yaml_imported.json").read_text().splitlines() == ["true", "false", "true"]

@@ -1,37 +1,34 @@
 """Reading the YAML files a benchmark is made of (data files, models.yaml), strictly.
 
-PyYAML's safe loader keeps the last of two equal keys without a word: a second `case:` line
-renames a case, a repeated variant name drops a variant, and `yes:` beside `True:` (the same
-boolean to YAML 1.1) loses one of them. The loader here refuses a repeated key. Bytes that are
-not UTF-8, syntax errors and aliases that expand without bound come back as `YamlFileError`,
-whose message is one line without the file name (the caller names the file its own way).
+The parser (`yaml_syntax`) refuses a repeated key, which PyYAML's safe loader would let pass.
+Bytes that are not UTF-8, syntax errors and aliases that expand without bound come back as
+`YamlFileError`, whose message is one line without the file name (the caller names the file
+its own way).
 
-A data file read once is remembered (`read_yaml(path, remember=True)`): its document is kept
-under the run's cache folder in marshal's form, beside the digest of the bytes it was read
-from, and a later run whose file holds the same bytes loads it from there instead of parsing
-YAML again (a tenth of the time on a file of 10,000 cases). Only a document that passed every
-check above is remembered, so the checks hold for the remembered one too; a file edited since,
-a remembered copy that is damaged, or a document marshal cannot hold (a timestamp) is parsed.
+A file read once is remembered (`read_yaml(path, remember=True)`): its document is kept under
+the run's cache folder in marshal's form, beside the digest of the bytes it was read from, and
+a later run whose file holds the same bytes loads it from there instead of parsing YAML again
+(a tenth of the time on a file of 10,000 cases). Such a run does not import PyYAML at all.
+Only a document that passed every check is remembered, so the checks hold for the remembered
+one too; a file edited since, a remembered copy that is damaged, another PyYAML, or a document
+marshal cannot hold (a timestamp) is parsed.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.util
 import marshal
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from ragmatrix.foundations.regular_file import read_regular
 
-# libyaml's parser when PyYAML was built with it: every run, cached ones included, parses
-# every data file, and the pure-Python parser is several times slower. Construction (where
-# keys are checked) is Python either way.
-_BASE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_MERGE_TAG = "tag:yaml.org,2002:merge"
 # How many values a document may hold once its aliases are expanded: far above any real file
 # (the shipped ones hold a few thousand), far below what exhausts memory when a case's content
 # is serialised for its key ("billion laughs": a 1 kB file of nested aliases).
@@ -42,43 +39,15 @@ class YamlFileError(Exception):
     """The file cannot be read as YAML; the message is one line, e.g. `line 3: ...`."""
 
 
-class DuplicateKeyError(yaml.MarkedYAMLError):
-    """A mapping gives a key it already has."""
-
-
-class StrictLoader(_BASE_LOADER):  # type: ignore[misc]
-    """The safe loader, refusing a key that a mapping already has."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        if isinstance(node, yaml.MappingNode):
-            seen: dict[Any, yaml.Node] = {}
-            for key_node, _ in node.value:
-                if key_node.tag == _MERGE_TAG:
-                    continue  # `<<: *anchor` may be overridden by the mapping's own keys
-                key = self.construct_object(key_node, deep=True)
-                try:
-                    first = seen.setdefault(key, key_node)
-                except TypeError:
-                    continue  # an unhashable key: the base class says so
-                if first is not key_node:
-                    raise DuplicateKeyError(None, None, _duplicate(key_node, first), key_node.start_mark)
-        return dict(super().construct_mapping(node, deep=deep))
-
-
-def _duplicate(key_node: yaml.Node, first: yaml.Node) -> str:
-    line = first.start_mark.line + 1
-    if key_node.value == first.value:
-        return f"duplicate key '{key_node.value}' (first on line {line})"
-    return f"duplicate key '{key_node.value}' (line {line} has '{first.value}', the same key to YAML)"
-
-
-def read_yaml(path: Path, remember: bool = False) -> Any:
+def read_yaml(path: Path, remember: bool | Callable[[bytes], bool] = False) -> Any:
     """The document in the file. Raises OSError when it cannot be read, YamlFileError when it
     is not UTF-8, not YAML, repeats a key or expands past MAX_EXPANDED_VALUES; a FIFO or a
     device by that name is refused as an OSError (`NotRegularFile`), never read. `remember`: load
-    it from the run's cache folder when the file's bytes were read before, and keep it there."""
+    it from the run's cache folder when the file's bytes were read before, and keep it there; or
+    a test of the file's bytes, saying whether they may be kept there (a models.yaml that holds
+    a password may not)."""
     data = read_regular(path)
-    if not remember:
+    if not remember or (callable(remember) and not remember(data)):
         return _parsed(data)
     copy = _Remembered(path, data)
     document = copy.load()
@@ -89,42 +58,12 @@ def read_yaml(path: Path, remember: bool = False) -> Any:
 
 
 def _parsed(data: bytes) -> Any:
+    from ragmatrix.foundations.yaml_syntax import NotYaml, parse  # PyYAML: only where a file is parsed
+
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise YamlFileError(
-            f"line {line}: not UTF-8 text (byte 0x{data[error.start]:02x} at byte offset {error.start}); "
-            "save the file as UTF-8"
-        ) from None
-    try:
-        document = yaml.load(text, Loader=StrictLoader)
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        reason = error.problem or error.context or str(error).splitlines()[0]
-        kind = "" if isinstance(error, DuplicateKeyError) else "YAML syntax error: "
-        raise YamlFileError(f"{where}{kind}{reason}") from None
-    except yaml.reader.ReaderError as error:  # a control character: valid UTF-8, but not YAML
-        offset = error.position if _BASE_LOADER is not yaml.SafeLoader else len(text[: error.position].encode())
-        code = error.character if isinstance(error.character, int) else ord(error.character)
-        line = data.count(b"\n", 0, offset) + 1
-        raise YamlFileError(
-            f"line {line}: YAML allows no character #x{code:04x} (byte offset {offset}; {error.reason})"
-        ) from None
-    except yaml.YAMLError as error:
-        raise YamlFileError(f"YAML syntax error: {str(error).splitlines()[0]}") from None
-    except RecursionError:
-        raise YamlFileError("YAML nested too deeply to read") from None
-    # Only aliases can make a document larger than its text: count when there are anchors.
-    if "&" in text and "*" in text:
-        size = expanded_size(document, MAX_EXPANDED_VALUES)
-        if size > MAX_EXPANDED_VALUES:
-            raise YamlFileError(
-                f"its aliases (*name) expand to more than {MAX_EXPANDED_VALUES:,} values; "
-                "an alias inside an alias multiplies"
-            )
-    return document
+        return parse(data, MAX_EXPANDED_VALUES)
+    except NotYaml as problem:
+        raise YamlFileError(str(problem)) from None
 
 
 # Bump when the checks above change what a file gives: remembered documents are then read again.
@@ -132,6 +71,18 @@ CHECKS_VERSION = 1
 DOCUMENTS_FOLDER = "documents"  # under the run's cache folder
 _HEADER = b"ragmatrix remembered YAML document\n"
 _NOT_FOUND = object()
+
+
+@functools.cache
+def _parser_install() -> str:
+    """PyYAML's install, named without importing it: the place, size and modification time of
+    its package's first file, which an upgrade or a reinstall replaces."""
+    spec = importlib.util.find_spec("yaml")
+    origin = spec.origin if spec is not None else None
+    if origin is None:
+        return "no PyYAML"  # parsing will say so
+    status = os.stat(origin)
+    return f"{origin}:{status.st_size}:{status.st_mtime_ns}"
 
 
 class _Remembered:
@@ -144,7 +95,7 @@ class _Remembered:
 
         name = hashlib.blake2b(os.path.abspath(path).encode(), digest_size=16).hexdigest()
         self.path = cache_dir() / DOCUMENTS_FOLDER / f"{name}.marshal"
-        read_as = f"{CHECKS_VERSION}:{yaml.__version__}:{MAX_EXPANDED_VALUES}:".encode()
+        read_as = f"{CHECKS_VERSION}:{_parser_install()}:{MAX_EXPANDED_VALUES}:".encode()
         self.source = hashlib.blake2b(read_as + data, digest_size=32).digest()
 
     def load(self) -> Any:
@@ -180,44 +131,6 @@ class _Remembered:
                 partial.unlink(missing_ok=True)
             except OSError:
                 pass
-
-
-def expanded_size(document: Any, limit: int) -> int:
-    """How many values the document holds with every alias written out (each shared object
-    counted once per place it appears), at most `limit + 1`. Walks each shared object once, so
-    a nest of aliases costs its text's size, not its expansion's; a cycle counts as too many."""
-    return _ExpandedSize(limit).of(document) if type(document) in (dict, list) else 1
-
-
-class _ExpandedSize:
-    """One document's count. A class rather than a closure that calls itself: such a closure
-    reaches itself through its cell, a reference cycle that would keep the table of every
-    mapping and list until the cyclic garbage collector ran, and that collector is paused
-    while the data files are read at collection."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.sizes: dict[int, int] = {}
-        self.counting: set[int] = set()  # objects whose children are being counted: met again, a cycle
-
-    def of(self, value: Any) -> int:
-        ident = id(value)
-        known = self.sizes.get(ident)
-        if known is not None:
-            return known
-        limit = self.limit
-        if ident in self.counting:
-            return limit + 1  # an alias inside its own anchor never ends
-        self.counting.add(ident)
-        total, children = (1 + len(value), value.values()) if type(value) is dict else (1, value)
-        for child in children:
-            total += self.of(child) if type(child) in (dict, list) else 1
-            if total > limit:
-                total = limit + 1
-                break
-        self.counting.discard(ident)
-        self.sizes[ident] = total
-        return total
 
 
 def field_errors(error: ValidationError) -> list[tuple[list[str], str]]:

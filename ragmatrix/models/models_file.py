@@ -32,13 +32,22 @@ class ModelSet:
         return [m for m in self.available if m.serves(kind)]
 
 
+def holds_no_secret(data: bytes) -> bool:
+    """May models.yaml be remembered in the cache folder? Not where it holds anything `redact`
+    hides (a URL's password, a key's shape): such a file is parsed each time, never copied."""
+    text = data.decode("utf-8", "replace")
+    return redact(text) == text
+
+
 class ModelsFileError(Exception):
     """models.yaml cannot be used; the message is one line naming the file and the entry."""
 
 
-def load_models(path: Path) -> list[ModelSpec]:
+def load_models(path: Path, *, remember: bool = False) -> list[ModelSpec]:
+    """The models of models.yaml, validated. `remember`: as a run reads it, from its remembered
+    copy while the file is unchanged (`read_yaml`), unless it holds a secret."""
     try:
-        document = read_yaml(path)
+        document = read_yaml(path, remember=remember and holds_no_secret)
     except FileNotFoundError:
         raise ModelsFileError(f"{path.name}: file not found") from None
     except YamlFileError as error:  # not UTF-8, not YAML, or a key given twice

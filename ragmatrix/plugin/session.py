@@ -89,6 +89,10 @@ class BenchmarkState:
     def data_dir(self) -> Path:
         return self.benchmark_dir / "data"
 
+    @property
+    def models_file(self) -> Path:
+        return self.benchmark_dir / "models.yaml"
+
     def known_families(self) -> list[str]:
         """The families this benchmark checks: those with a `test_<family>.py` module."""
         return sorted(p.stem[len("test_") :] for p in self.benchmark_dir.glob("test_*.py"))
@@ -104,13 +108,13 @@ class BenchmarkState:
     def models(self) -> ModelSet:
         if self._models is None:
             if self.given_models is not None:
-                specs = {s.id: s for s in load_models(self.benchmark_dir / "models.yaml")}
+                specs = {s.id: s for s in load_models(self.models_file, remember=True)}
                 self._models = ModelSet(
                     available=[specs[i] for i in self.given_models["available"]],
                     left_out=dict(self.given_models["left_out"]),
                 )
             else:
-                specs_list = load_models(self.benchmark_dir / "models.yaml")
+                specs_list = load_models(self.models_file, remember=True)
                 self._models = select_models(specs_list, self.wanted_models)
         return self._models
 
@@ -120,12 +124,12 @@ class BenchmarkState:
         if self._evaluator is None:
             given = (self.given_models or {}).get("evaluator")
             if given is not None:
-                specs = {s.id: s for s in load_models(self.benchmark_dir / "models.yaml")}
-                chosen = choose_evaluator(self.benchmark_dir / "models.yaml", given["id"], probe=False)
+                specs = {s.id: s for s in load_models(self.models_file, remember=True)}
+                chosen = choose_evaluator(self.models_file, given["id"], probe=False, remember=True)
                 spec = specs.get(given["id"]) if given["id"] else None
                 self._evaluator = EvaluatorChoice(spec, chosen.instruction, given["reason"])
             else:
-                self._evaluator = choose_evaluator(self.benchmark_dir / "models.yaml", self.evaluator_option)
+                self._evaluator = choose_evaluator(self.models_file, self.evaluator_option, remember=True)
         return self._evaluator
 
     def price_of(self, model: str) -> tuple[AnyPrice | None, str]:
@@ -141,7 +145,7 @@ class BenchmarkState:
     def reads_prompts(self) -> dict[str, bool]:
         """Whether each model of models.yaml, in the matrix or not, reads prompt wording."""
         if self._reads_prompts is None:
-            specs = load_models(self.benchmark_dir / "models.yaml")
+            specs = load_models(self.models_file, remember=True)
             self._reads_prompts = {spec.id: spec.reads_prompts for spec in specs}
         return self._reads_prompts
 

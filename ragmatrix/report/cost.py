@@ -118,11 +118,12 @@ def all_costs(
 
 
 def load_costs(
-    tables: Tables, results_dir: Path, models_file: Path | None, reprice: bool = False
+    tables: Tables, results_dir: Path, models_file: Path | None, reprice: bool = False, remember: bool = False
 ) -> tuple[dict[str, FamilyCosts], list[str]]:
     """The cost figures of a results folder's tables, priced as the runs priced them (a
     models.yaml, where there is one, prices what no record keeps a price for; with `reprice`,
-    it prices everything); and the problems found reading them."""
+    it prices everything); and the problems found reading them. `remember`: a run's summary
+    reads models.yaml as the run did (`load_models`)."""
     from ragmatrix.cost.store import CostStore
 
     loaded = CostStore(results_dir).load_all()
@@ -132,7 +133,7 @@ def load_costs(
         from ragmatrix.models.models_file import ModelsFileError, load_models
 
         try:
-            specs = {spec.id: spec for spec in load_models(models_file)}
+            specs = {spec.id: spec for spec in load_models(models_file, remember=remember)}
         except ModelsFileError as error:
             problems.append(f"no prices: {error}")
     return all_costs(tables, loaded.records, specs, reprice and bool(specs)), problems

@@ -71,7 +71,7 @@ def _made(inputs: SummaryInputs) -> Summary:
     rows = {family: data.rows for family, data in inputs.loaded.items() if data.rows}
     tables = aggregate(rows, inputs.families, memo=remembered, variants=inputs.variants)
     remembered.save()
-    costs, cost_problems = load_costs(tables, inputs.results_dir, inputs.models_file)
+    costs, cost_problems = load_costs(tables, inputs.results_dir, inputs.models_file, remember=True)
     lines = (
         render(tables, inputs.families, variants=inputs.variants, costs=costs)
         if tables.families

@@ -22,7 +22,7 @@ from pydantic import ConfigDict, Field, ValidationError
 
 from ragmatrix.foundations.data_model import DataModel
 from ragmatrix.foundations.yamlfile import YamlFileError, read_yaml
-from ragmatrix.models.models_file import ModelsFileError, load_models, unavailable_reason
+from ragmatrix.models.models_file import ModelsFileError, holds_no_secret, load_models, unavailable_reason
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.models.usage import Usage, current_usage
 
@@ -52,10 +52,10 @@ class EvaluatorChoice:
         return None if self.spec is not None else f"needs an evaluator LLM: {self.reason}"
 
 
-def read_setting(models_file: Path) -> EvaluatorSetting | None:
-    """The `evaluator:` entry of models.yaml, or None."""
+def read_setting(models_file: Path, remember: bool = False) -> EvaluatorSetting | None:
+    """The `evaluator:` entry of models.yaml, or None (`remember`: see `load_models`)."""
     try:
-        document = read_yaml(models_file)
+        document = read_yaml(models_file, remember=remember and holds_no_secret)
     except (OSError, YamlFileError):
         return None  # load_models reports an unreadable file
     entry = document.get("evaluator") if isinstance(document, dict) else None
@@ -69,18 +69,20 @@ def read_setting(models_file: Path) -> EvaluatorSetting | None:
         raise ModelsFileError(f"{models_file.name}: evaluator: {where}: {first['msg']}") from None
 
 
-def choose_evaluator(models_file: Path, option: str | None, probe: bool = True) -> EvaluatorChoice:
+def choose_evaluator(
+    models_file: Path, option: str | None, probe: bool = True, remember: bool = False
+) -> EvaluatorChoice:
     """The evaluator named by `--evaluator` (first) or models.yaml, if it is available.
 
     An id that is not an LLM of models.yaml is a usage error; one that is not available (its
     key unset, its server down) leaves the run without an evaluator, with that reason.
     """
-    setting = read_setting(models_file)
+    setting = read_setting(models_file, remember)
     wanted = option or (setting.model if setting else None)
     instruction = setting.instruction if setting else None
     if not wanted:
         return EvaluatorChoice(instruction=instruction)
-    specs = {s.id: s for s in load_models(models_file)}
+    specs = {s.id: s for s in load_models(models_file, remember=remember)}
     spec = specs.get(wanted)
     if spec is None or spec.kind != "llm":
         what = "is not in the file" if spec is None else f"is an {spec.kind}, not an llm"
