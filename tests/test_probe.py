@@ -5,11 +5,13 @@ reach it; through a proxy the environment names, urllib finds the way."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -29,7 +31,7 @@ print(json.dumps({"reason": reason, **loaded}))
 
 @pytest.fixture
 def no_proxy(monkeypatch):
-    for name in PROXY_VARIABLES:
+    for name in (*PROXY_VARIABLES, "no_proxy"):
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.upper(), raising=False)
 
@@ -93,8 +95,12 @@ def test_nothing_listening_and_a_bad_port_are_unreachable(no_proxy):
 
 def test_a_proxy_the_environment_names_is_asked_instead(server, no_proxy, monkeypatch):
     """The test server stands in for the proxy of a host that does not exist: it receives the
-    probe in a proxy's form (the whole address)."""
+    probe in a proxy's form (the whole address). The proxy is the one named when the probe
+    runs, even where urllib's shared opener was made before without one."""
+    with contextlib.suppress(OSError):
+        urllib.request.urlopen(server.base_url + "/models", timeout=10).close()
     monkeypatch.setenv("HTTP_PROXY", server.base_url.removesuffix("/v1"))
+    server.reset()
     assert probe_server("http://model.invalid/v1") is None
     (request,) = server.requests
     assert request["path"] == "http://model.invalid/v1/models"

@@ -425,8 +425,8 @@ def _ask_with_urllib(parts: SplitResult, authorization: str | None, timeout: flo
     request = urllib.request.Request(parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl())
     if authorization is not None:
         request.add_header("Authorization", authorization)
-    try:
-        with urllib.request.urlopen(request, timeout=timeout):
+    try:  # an opener of its own: urlopen's shared one keeps the proxies of its first call
+        with urllib.request.build_opener().open(request, timeout=timeout):
             return
     except urllib.error.HTTPError:
         return  # any status counts
