@@ -861,7 +861,7 @@ class SessionEnd:
         loaded = state.store.load_all()
         # the families the stored rows belong to, each module imported on its own
         families = {name: found for name in loaded if (found := family_named(name)) is not None}
-        models_file = state.benchmark_dir / "models.yaml"
+        models_file = state.models_file
         summary = leaderboard_summary(
             SummaryInputs(state.store, loaded, families, state.results_dir, models_file, state.compare_variants)
         )
