@@ -85,12 +85,13 @@ def test_a_server_that_closes_at_once_or_answers_in_another_protocol_is_unreacha
     assert probe_server(address) is None
 
 
-def test_nothing_listening_and_a_bad_port_are_unreachable(no_proxy):
+def test_nothing_listening_a_bad_port_and_no_host_are_unreachable(no_proxy):
     with socket.socket() as taken:  # a port no one listens on
         taken.bind(("127.0.0.1", 0))
         port = taken.getsockname()[1]
     assert probe_server(f"http://127.0.0.1:{port}/v1").startswith(f"server http://127.0.0.1:{port}/v1 unreachable (")
     assert probe_server("http://127.0.0.1:99999/v1").startswith("server http://127.0.0.1:99999/v1 unreachable (")
+    assert probe_server("http:///v1") == "server http:///v1 unreachable (no host in the address)"
 
 
 def test_a_proxy_the_environment_names_is_asked_instead(server, no_proxy, monkeypatch):

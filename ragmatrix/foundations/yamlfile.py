@@ -66,7 +66,8 @@ def _parsed(data: bytes) -> Any:
         raise YamlFileError(str(problem)) from None
 
 
-# Bump when the checks above change what a file gives: remembered documents are then read again.
+# Bump when the parser's checks (`yaml_syntax`) change what a file gives: remembered documents
+# are then read again.
 CHECKS_VERSION = 1
 DOCUMENTS_FOLDER = "documents"  # under the run's cache folder
 _HEADER = b"ragmatrix remembered YAML document\n"

@@ -401,12 +401,14 @@ def _ask_plainly(parts: SplitResult, authorization: str | None, timeout: float) 
     HTTP."""
     import socket
 
+    if not parts.hostname:
+        raise ValueError("no host in the address")
     host = parts.netloc.rpartition("@")[2]
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     head = [f"GET {target} HTTP/1.1", f"Host: {host}", "Accept: */*", "Connection: close"]
     if authorization is not None:
         head.append(f"Authorization: {authorization}")
-    with socket.create_connection((parts.hostname or "", parts.port or 80), timeout=timeout) as connection:
+    with socket.create_connection((parts.hostname, parts.port or 80), timeout=timeout) as connection:
         connection.sendall(("\r\n".join(head) + "\r\n\r\n").encode("utf-8"))
         start = b""
         while len(start) < 5 and (more := connection.recv(5 - len(start))):
