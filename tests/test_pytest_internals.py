@@ -60,7 +60,7 @@ def test_what_the_plugin_reads_through_them(pytester: pytest.Pytester):
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
 
 
-def test_an_items_skip_mark_and_hook_proxy_are_the_ones_pytest_would_use(pytester: pytest.Pytester):
+def test_an_items_skip_mark_hook_proxy_and_keywords_are_the_ones_pytest_would_use(pytester: pytest.Pytester):
     pytester.makepyfile(
         test_marks="""
         import pytest
@@ -103,6 +103,9 @@ def test_an_items_skip_mark_and_hook_proxy_are_the_ones_pytest_would_use(pyteste
                 assert heard_by(pytest_internals.hook_proxy(item)) == heard_by(item.ihook), item.nodeid
             counts = {heard_by(pytest_internals.hook_proxy(item)) for item in session.items}
             assert len(counts) == 2, counts
+            for item in session.items:  # a report's keywords, in the order pytest gives them
+                expected = list(dict.fromkeys(item.keywords, 1))
+                assert list(pytest_internals.keywords_of(item)) == expected, item.nodeid
         """
     )
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(skipped=3, passed=1)

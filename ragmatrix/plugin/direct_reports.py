@@ -13,7 +13,9 @@ item, and for an item whose answers were sent ahead, which the plugin runs itsel
 - the terminal's `pytest_runtest_logreport`, where it writes one letter per item (verbosity 0
   or less), done as it does it, with the status asked once per session for a cached item's
   report and for a passed one (each is always the same); in a run of cached items, where the
-  next report follows at once, its output is flushed at most every `FLUSH_EVERY_S`.
+  next report follows at once, the letters are kept and written together, at the end of the
+  run of cached items, before the line's progress note, and at least every `FLUSH_EVERY_S`
+  (where stdout is unbuffered, as under PYTHONUNBUFFERED, each write is a system call).
 
 At `-v` the terminal's own implementation writes each item's line. Anything else (JUnit XML,
 xdist, another plugin hearing reports, a pytest whose terminal has changed shape) takes pluggy's
@@ -62,6 +64,8 @@ class DirectReports:
         self._statuses: dict[tuple[str, str], tuple[str, str, str, dict[str, bool]]] = {}
         self._flushed_at = 0.0
         self._more_soon = False
+        self._terminal: Any = None
+        self._pending: list[str] = []  # letters (with their colours) not written yet
 
     def start(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
         for call in self._calls["pytest_runtest_logstart"]:
@@ -82,6 +86,10 @@ class DirectReports:
         """The terminal's `pytest_runtest_logreport` at verbosity 0 or less (one letter per
         item), as pytest 9 writes it."""
 
+        self._terminal = terminal
+        writer = terminal._tw
+        room = _progress_room(terminal)
+
         def write(report: pytest.TestReport) -> None:
             category, letter, word, markup = self._status_of(report)
             terminal._current_logreport = report
@@ -90,15 +98,28 @@ class DirectReports:
             if not letter and not word:
                 return
             terminal._progress_nodeids_reported.add(report.id)
-            terminal._tw.write(letter, **markup)
-            if terminal._show_progress_info and not terminal._is_last_item and _near_the_edge(terminal):
+            if self._more_soon and "\n" not in letter:  # kept: what `writer.write` does, but the write
+                writer._current_line += letter
+                self._pending.append(writer.markup(letter, **markup))
+            else:
+                self.write_pending()
+                writer.write(letter, **markup)
+            if terminal._show_progress_info and not terminal._is_last_item and _near_the_edge(terminal, room):
+                self.write_pending()
                 terminal._write_progress_information_if_past_edge()
             now = time.monotonic()
             if not self._more_soon or now - self._flushed_at >= FLUSH_EVERY_S:
+                self.write_pending()
                 terminal.flush()
                 self._flushed_at = now
 
         return write
+
+    def write_pending(self) -> None:
+        """Write the letters kept for the next write (before anything else writes)."""
+        if self._pending:
+            self._terminal._tw.write_raw("".join(self._pending))
+            self._pending.clear()
 
     def _status_of(self, report: pytest.TestReport) -> tuple[str, str, str, dict[str, bool]]:
         """The report's status: asked once per session for a passed call and for a setup
@@ -132,6 +153,14 @@ class PluggyReports:
 
 
 _DIRECT = pytest.StashKey[DirectReports | None]()
+
+
+def write_pending(config: pytest.Config) -> None:
+    """Write the letters the session's direct calls keep, if any: before an item that pytest
+    reports itself, and at the end of the items."""
+    direct = config.stash.get(_DIRECT, None)
+    if direct is not None:
+        direct.write_pending()
 
 
 def for_session(config: pytest.Config) -> DirectReports | None:
@@ -185,24 +214,36 @@ def _shows_no_live_log(plugin: Any) -> bool:
     return type(handler).__name__ == "_LiveLoggingNullHandler"
 
 
-# More than any progress note takes (" [100%]", " [12345678/12345678]", " 99h 59m") and its space.
-_PROGRESS_ROOM = 24
+def _progress_room(terminal: Any) -> int:
+    """The room the terminal leaves at the end of a line of letters for its progress note, as
+    pytest 9 measures the note (" [100%]", " [N/N]" or " 99h 59m") with the space before it,
+    and a little more: a letter kept to be written later must not miss the note's turn."""
+    mode = terminal._show_progress_info
+    if mode == "count":
+        collected = getattr(terminal._session, "testscollected", 0)
+        note = len(f" [{collected}/{collected}]")
+    else:
+        note = len(" 99h 59m") if mode == "times" else len(" [100%]")
+    return note + 1 + 4
 
 
-def _near_the_edge(terminal: Any) -> bool:
+def _near_the_edge(terminal: Any, room: int) -> bool:
     """Might the line have reached the progress note's place? (Only then does the terminal's
     own check, which measures the line's display width, need to run: a line of printable ASCII
     is as wide as it is long.)"""
     line = terminal._tw._current_line
     if not (line.isascii() and line.isprintable()):
         return True
-    return len(line) + _PROGRESS_ROOM >= terminal._screen_width
+    return len(line) + room >= terminal._screen_width
 
 
 def _terminal_has_its_shape(terminal: Any) -> bool:
-    written = isinstance(getattr(getattr(terminal, "_tw", None), "_current_line", None), str)
+    writer = getattr(terminal, "_tw", None)
+    written = isinstance(getattr(writer, "_current_line", None), str)
     return (
         written
+        and hasattr(writer, "markup")
+        and hasattr(writer, "write_raw")
         and all(hasattr(terminal, name) for name in _TERMINAL_NAMES)
         and int(pytest.__version__.split(".")[0]) == 9
     )

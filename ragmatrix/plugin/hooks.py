@@ -411,6 +411,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
             nextitem = items[index + 1] if index + 1 < len(items) else None
             next_cached = nextitem is not None and _is_cached(nextitem)
             if not (cached and _reported_as_cached(item, nextitem, next_cached, cached=True)):
+                direct_reports.write_pending(config)  # the letters of the cached items before it
                 if wrappers is None or not _ran_sent_ahead(item, nextitem, wrappers):
                     config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
             cached = next_cached
@@ -419,6 +420,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
             if session.shouldstop:
                 raise session.Interrupted(session.shouldstop)
     finally:
+        direct_reports.write_pending(config)
         if wrappers is not None:
             wrappers.close()
     return True
@@ -469,8 +471,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
       a clean teardown; its model is the one the scheduler already built.
 
     Anything else, and any item where pytest would tear something down after it, runs as usual."""
+    if pytest_internals.skip_mark(item) is not None and _reported_as_cached(item, nextitem):
+        return True
+    direct_reports.write_pending(item.config)  # pytest reports this one: the letters before it first
     if pytest_internals.skip_mark(item) is not None:
-        return True if _reported_as_cached(item, nextitem) else None
+        return None
     arguments = _sent_ahead_arguments(item)
     if arguments is None or not _nothing_to_tear_down(item, nextitem):
         return None

@@ -404,7 +404,7 @@ def keywords_of(item: pytest.Item) -> dict[str, Any]:
     shared = _PARENT_KEYWORDS.get(item.parent)
     if shared is None:
         shared = _PARENT_KEYWORDS[item.parent] = dict.fromkeys(item.parent.keywords, 1)
-    return {**dict.fromkeys(own, 1), **{name: 1 for name in shared if name not in own}}
+    return {**dict.fromkeys(own, 1), **shared}  # a name in both keeps its place among its own
 
 
 _PARENT_KEYWORDS: weakref.WeakKeyDictionary[pytest.Item | pytest.Collector, dict[str, Any]] = (
