@@ -16,9 +16,7 @@ marshal cannot hold (a timestamp) is parsed.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import importlib.util
 import marshal
 import os
 from collections.abc import Callable
@@ -27,6 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ragmatrix.foundations.installs import install_stamp
 from ragmatrix.foundations.regular_file import read_regular
 
 # How many values a document may hold once its aliases are expanded: far above any real file
@@ -74,16 +73,9 @@ _HEADER = b"ragmatrix remembered YAML document\n"
 _NOT_FOUND = object()
 
 
-@functools.cache
 def _parser_install() -> str:
-    """PyYAML's install, named without importing it: the place, size and modification time of
-    its package's first file, which an upgrade or a reinstall replaces."""
-    spec = importlib.util.find_spec("yaml")
-    origin = spec.origin if spec is not None else None
-    if origin is None:
-        return "no PyYAML"  # parsing will say so
-    status = os.stat(origin)
-    return f"{origin}:{status.st_size}:{status.st_mtime_ns}"
+    """PyYAML's install, named without importing it (`install_stamp`)."""
+    return install_stamp("yaml") or "no PyYAML"  # parsing will say so
 
 
 class _Remembered:

@@ -12,8 +12,9 @@ import os
 import sys
 import threading
 from functools import cache
-from importlib import metadata
 from pathlib import Path
+
+from ragmatrix.foundations.installs import install_stamp
 
 # The libraries whose routines compute the intervals and tests (bootstrap, binomial and
 # permutation tests, the seeded random generator).
@@ -22,7 +23,8 @@ LIBRARIES = ("numpy", "scipy")
 
 @cache
 def code_version() -> str:
-    """The md5 of this package's source files and of the installed versions of LIBRARIES.
+    """The md5 of this package's source files and of the installs of LIBRARIES (each named by
+    `install_stamp`, which a reinstall changes too, without reading every distribution's metadata).
 
     A hash rather than a number bumped by hand: a change that forgets the bump still counts."""
     return version_of(Path(__file__).parent)
@@ -33,11 +35,7 @@ def version_of(folder: Path) -> str:
     for path in sorted(folder.glob("*.py")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     for name in LIBRARIES:
-        try:
-            installed = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            installed = "absent"
-        digest.update(f"{name}=={installed}\0".encode())
+        digest.update(f"{name}:{install_stamp(name) or 'absent'}\0".encode())
     return digest.hexdigest()
 
 
