@@ -311,5 +311,22 @@ def test_a_run_reads_models_yaml_with_the_provider_modules_of_its_keys_only(tmp_
         "models:\n  - {id: a, kind: llm, litellm: openai/x}\n  - {id: b, kind: embedder, builtin: bow}\n"
     )
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, check=True)
-    modules = "['bm25', 'bow', 'litellm_chat', 'litellm_embedder', 'litellm_reranker']"
+    modules = "['bm25', 'bow', 'litellm_chat']"  # not litellm's embedder and reranker: the entry is an llm
     assert done.stdout.split("\n")[0] == f"{modules} ['litellm', 'bow']"
+
+
+def test_a_module_listed_as_of_one_kind_claims_no_entry_of_another():
+    """`ONE_KIND`: an entry of another kind is read without importing such a module, which is
+    right only if none of its spec models would claim that entry."""
+    for module, kind in providers.ONE_KIND.items():
+        imported = importlib.import_module(f"{providers.__name__}.{module}")
+        specs = [p.spec for p in providers.providers().values() if p.spec.__module__ == imported.__name__]
+        assert specs, module
+        for spec in specs:
+            assert spec.kinds == (kind,), spec
+            entry = {spec.key: spec.value or "some/model"}
+            assert spec.claims({**entry, "kind": kind}), spec
+            for other in ("llm", "embedder", "reranker", "retriever", "ensemble", None, 3):
+                if other != kind:
+                    assert not spec.claims({**entry, "kind": other}), (spec, other)
+                    assert not spec.claims(entry), spec

@@ -41,7 +41,6 @@ from ragmatrix.models.registry import run_registry
 from ragmatrix.models.usage import current_requests
 from ragmatrix.plugin.selection import benchmark_dir as benchmark_folder
 from ragmatrix.plugin.session import MODEL_FIXTURES, STATE_KEY, BenchmarkState, get_state
-from ragmatrix.plugin.sharding import parse_shard, split
 from ragmatrix.seam.case import Case, CaseInputError
 
 RUN_KEY = pytest.StashKey[RunContext]()
@@ -65,10 +64,14 @@ def pytest_configure(config: pytest.Config) -> None:
     wanted = config.getoption("--models")
     max_variants = _max_variants(config)
     shard_option = config.getoption("--shard")
-    try:
-        shard = parse_shard(shard_option) if shard_option is not None else None
-    except ValueError as error:
-        raise pytest.UsageError(str(error)) from None
+    shard = None
+    if shard_option is not None:
+        from ragmatrix.plugin.sharding import parse_shard
+
+        try:
+            shard = parse_shard(shard_option)
+        except ValueError as error:
+            raise pytest.UsageError(str(error)) from None
     state = BenchmarkState(
         root=root,
         benchmark_dir=benchmark_dir,
@@ -332,6 +335,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if plan is None:  # not a benchmark item: it goes with its module
             return last, ("module", item.nodeid.split("::")[0])
         return positions.get(plan.model.id, last), (plan.model.id, plan.family.name, plan.case.name)
+
+    from ragmatrix.plugin.sharding import split
 
     part = split(items, state.shard, group_of)
     kept = set(map(id, part.chosen))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -25,7 +25,6 @@ from ragmatrix.foundations.storage import StorageError
 from ragmatrix.models.models_file import ModelSet, load_models, select_models
 from ragmatrix.models.registry import Registry, run_registry
 from ragmatrix.models.spec import ModelSpec
-from ragmatrix.plugin.sharding import Shard
 from ragmatrix.results.provenance import provenance
 from ragmatrix.results.rows import Provenance, Row
 from ragmatrix.results.store import ResultStore
@@ -33,6 +32,9 @@ from ragmatrix.seam.case import Case, CaseInputError
 from ragmatrix.suite import DEFAULT_MAX_VARIANTS
 from ragmatrix.suite.evaluator import EvaluatorChoice, choose_evaluator
 from ragmatrix.suite.loader import Suite, load_suite
+
+if TYPE_CHECKING:
+    from ragmatrix.plugin.sharding import Shard  # imported where --shard is given
 
 STATE_KEY = pytest.StashKey["BenchmarkState"]()
 MODEL_FIXTURES = ("llm", "embedder", "judge", "retriever", "reranker")

@@ -65,6 +65,17 @@ PACKAGE_PROVIDERS: dict[str, tuple[str, ...]] = {
 }
 
 
+# The modules among those whose spec models claim only entries of one kind (their `claims`
+# say so): an entry of another kind is not theirs, and is read without importing them
+# (`tests/test_providers.py` checks the claims).
+ONE_KIND: dict[str, str] = {
+    "cross_encoder": "reranker",
+    "litellm_embedder": "embedder",
+    "litellm_reranker": "reranker",
+    "xinference_reranker": "reranker",
+}
+
+
 class ProviderScan:
     """One run's scan: the entry points imported, and the entry points that could not be (name
     -> one line); this package's modules imported as entries name them (`for_entry`), or all of
@@ -85,10 +96,12 @@ class ProviderScan:
                 self.broken[point.name] = f"provider '{point.name}' ({point.value}) cannot be imported: {hint}"
 
     def for_entry(self, entry: Mapping[str, Any]) -> None:
-        """Import the modules of the keys this entry carries."""
+        """Import the modules of the keys this entry carries, but those of another kind."""
+        kind = entry.get("kind")
         for key in entry:
             for module in PACKAGE_PROVIDERS.get(str(key), ()):
-                self._import(module)
+                if ONE_KIND.get(module, kind) == kind:
+                    self._import(module)
 
     def everything(self) -> None:
         if not self.complete:
