@@ -347,8 +347,19 @@ def test_a_deleted_case_leaves_the_store_at_the_end_of_the_next_run(bench, serve
     data = bench.path / "benchmark/data/rag_interpretation_data.yaml"
     text = SMALL_CASES.split("  - case: capital_answer")[0]
     data.write_text(text)
-    assert_outcomes(run(bench), cached=ALL_ITEMS - 1)
+    second = run(bench)
+    assert_outcomes(second, cached=ALL_ITEMS - 1)
     assert "capital_answer" not in {r["item"] for r in rows(bench)}
+    # The leaderboard printed at the end counts the rows compaction left in the file.
+    header = next(line for line in leaderboard_lines(second) if line.startswith("rag_interpretation:"))
+    assert header.endswith(f", {len(rows(bench))} items)"), header
+
+
+def leaderboard_lines(result: pytest.RunResult) -> list[str]:
+    lines = result.stdout.lines
+    start = next(i for i, line in enumerate(lines) if "ragmatrix leaderboard" in line)
+    end = next(i for i, line in enumerate(lines) if line.startswith("results:"))
+    return lines[start:end]
 
 
 def test_compaction_keeps_each_models_rows_as_that_model_reads_the_cases(bench, server):

@@ -88,8 +88,11 @@ def test_compaction_drops_only_what_keep_rejects(tmp_path):
     for item in "abc":
         store.append("fam", row(item, 1))
     store.compact("fam", keep=lambda r: r.item != "b")
+    left = store.as_last_read("fam")  # what compaction left, as the summary after it reads it
+    assert left is not None and [r.item for r in left.rows] == ["a", "c"]
     assert [r.item for r in store.load("fam").rows] == ["a", "c"]
     assert not list(tmp_path.glob("*.tmp"))
+    assert ResultStore(tmp_path).as_last_read("fam") is None  # a store that has read nothing
 
 
 def test_after_compaction_the_store_remembers_exactly_the_file_it_wrote(tmp_path):

@@ -783,6 +783,7 @@ class SessionEnd:
         self.controller = controller
         self.prefix = _shown(state.benchmark_dir, state.root) + "/"
         self.store_notes: list[str] = []
+        self.compacted: dict[str, Any] | None = None  # the rows as compaction left them, by family
         self.unreported: list[str] = []
         self.totals: dict[str, float] = {}  # usage summed over the items run this session
         self.down: dict[str, tuple[str, int]] = {}  # model -> (why it is down, its error rows)
@@ -831,6 +832,8 @@ class SessionEnd:
         state = self.state
         done = state.compact_store()
         self.store_notes += done.notes
+        if set(done.loaded) == set(state.store.families()):  # else one it could not read: read all again
+            self.compacted = done.loaded
         if done.results_fault is not None:
             self.storage_fault = done.results_fault
             if self.ran and session.exitstatus == 0:
@@ -868,7 +871,7 @@ class SessionEnd:
             write(f"store: {note}", yellow=True)
         from ragmatrix.report.summary import SummaryInputs, leaderboard_summary
 
-        loaded = state.store.load_all()
+        loaded = self.compacted if self.compacted is not None else state.store.load_all()
         # the families the stored rows belong to, each module imported on its own
         families = {name: found for name in loaded if (found := family_named(name)) is not None}
         models_file = state.models_file

@@ -27,7 +27,7 @@ from ragmatrix.models.registry import Registry, run_registry
 from ragmatrix.models.spec import ModelSpec
 from ragmatrix.results.provenance import provenance
 from ragmatrix.results.rows import Provenance, Row
-from ragmatrix.results.store import ResultStore
+from ragmatrix.results.store import Loaded, ResultStore
 from ragmatrix.seam.case import Case, CaseInputError
 from ragmatrix.suite import DEFAULT_MAX_VARIANTS
 from ragmatrix.suite.evaluator import EvaluatorChoice, choose_evaluator
@@ -267,6 +267,9 @@ class BenchmarkState:
                 # Every row is in the file as appended, which loads as it is; the next run that
                 # can write compacts it.
                 done.results_fault = f"{error}; {family}.jsonl is left as appended (it loads as it is)"
+            left = self.store.as_last_read(family)
+            if left is not None:
+                done.loaded[family] = left
         from ragmatrix.cost.store import CostStore
 
         try:
@@ -283,6 +286,9 @@ class Compaction:
     notes: list[str] = field(default_factory=list)
     results_fault: str | None = None  # a results file the folder would not let be replaced
     costs_fault: str | None = None
+    # Each family's rows as its file holds them now: the summary that follows reads them here
+    # instead of reading every file again.
+    loaded: dict[str, Loaded] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,13 @@ class ResultStore:
         self._read[family] = read
         return Loaded(rows=read.rows + tail_rows, problems=read.problems + tail_problems)
 
+    def as_last_read(self, family: str) -> Loaded | None:
+        """The family's rows and problems as this store last read or wrote its file, without
+        reading it again (`load` reads it again to know that it is still the same file): for a
+        caller that has just loaded or compacted it. None where it has read nothing of it."""
+        read = self._read.get(family)
+        return None if read is None else Loaded(rows=read.rows, problems=read.problems)
+
     def read_digest(self, family: str) -> str | None:
         """What this store last read of the family's file, as a digest of its bytes and the
         file's size (a torn last line counts), or None where it read nothing."""
