@@ -362,6 +362,41 @@ def leaderboard_lines(result: pytest.RunResult) -> list[str]:
     return lines[start:end]
 
 
+KEYS_AT_COLLECTION = """
+import pytest
+
+from ragmatrix.plugin.session import get_state
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    plans = get_state(session.config).plans.values()
+    keyed = {plan.model.id: 0 for plan in plans}
+    for plan in plans:
+        keyed[plan.model.id] += "key" in vars(plan)
+    shown = ", ".join(f"{model} {count}" for model, count in sorted(keyed.items()))
+    session.config.pluginmanager.get_plugin("terminalreporter").write_line(f"keyed at collection: {shown}")
+"""
+
+
+def test_an_items_key_is_worked_out_at_collection_only_where_its_model_has_results(bench, server):
+    """A model with no result stored needs no key to know that its items are not cached: a first
+    run, or a model just added, works each item's key out as the item runs, after the first
+    requests; a model with results has its items keyed at collection, and they are cached."""
+    write(bench.path / "conftest.py", KEYS_AT_COLLECTION)
+    first = run(bench)
+    first.assert_outcomes(passed=ALL_ITEMS)
+    first.stdout.fnmatch_lines(["keyed at collection: bow 0, scripted 0"])
+    stored = rows(bench)
+    assert len({row["key"] for row in stored}) == len(stored) == ALL_ITEMS  # every key worked out
+    scripted_only = [row for row in stored if row["model"] == "scripted"]
+    store = bench.path / "benchmark/results/rag_interpretation.jsonl"
+    store.write_text("".join(json.dumps(row) + "\n" for row in scripted_only))
+    second = run(bench)
+    second.stdout.fnmatch_lines([f"keyed at collection: bow 0, scripted {len(scripted_only)}"])
+    assert_outcomes(second, cached=len(scripted_only), passed=ALL_ITEMS - len(scripted_only))
+
+
 def test_compaction_keeps_each_models_rows_as_that_model_reads_the_cases(bench, server):
     """A model that reads prompts keeps its rows of each wording, one that reads none its rows of
     the collapsed case, and a model no longer listed keeps either; a row naming no case goes."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +66,7 @@ class BenchmarkState:
     _models: ModelSet | None = None
     _suite: Suite | None = None
     _completed: set[tuple[str, str]] | None = None
+    _models_completed: set[str] = field(default_factory=set)
     _evaluator: EvaluatorChoice | None = None
     _corpora: dict[tuple[str, str], str | None] = field(default_factory=dict)
     _reads_prompts: dict[str, bool] | None = None
@@ -163,12 +165,16 @@ class BenchmarkState:
         """Does the store hold this model id's result under this item's key?"""
         if self._completed is None:
             self._completed = set() if self.run_all else self.store.completed()
-        return (plan.model.id, plan.key) in self._completed
+            self._models_completed = {model for model, _ in self._completed}
+        # A model with no result stored (a first run, a model just added, --run-all) needs no
+        # key here: the item runs and works it out then.
+        return plan.model.id in self._models_completed and (plan.model.id, plan.key) in self._completed
 
     def plan(
         self, module: str, test: str, family: Family, spec: ModelSpec, case: Case, uses_evaluator: bool = False
     ) -> ItemPlan:
-        """The item's plan with its result key, computed once per item and session.
+        """The item's plan, made once per item and session; its result key is worked out when
+        first asked (`ItemPlan.key`).
 
         A test that takes the `evaluator` fixture keys each case its family sends to the
         evaluator by the evaluator's fingerprint and prompt; without an evaluator, the plan
@@ -186,18 +192,21 @@ class BenchmarkState:
             if prompt is not None:
                 skip = self.evaluator.skip_reason()
                 evaluator = None if skip else self.evaluator.key_content(prompt)
-            key = result_key(
-                evaluator=evaluator,
-                corpus=self.corpus_of(family, case),
-                family=family.name,
-                test=test,
-                case=case.content(),
-                scoring_version=family.scoring_version,
-                model=self._fingerprint_of(spec),
-                iterations=self.iterations,
-            )
-            plan = self.plans[ident] = ItemPlan(family, test, spec, case, key, skip)
+            plan = self.plans[ident] = ItemPlan(family, test, spec, case, skip, evaluator, self)
         return plan
+
+    def key_of(self, plan: ItemPlan) -> str:
+        """The item's result key (`ItemPlan.key`)."""
+        return result_key(
+            evaluator=plan.evaluator,
+            corpus=self.corpus_of(plan.family, plan.case),
+            family=plan.family.name,
+            test=plan.test,
+            case=plan.case.content(),
+            scoring_version=plan.family.scoring_version,
+            model=self._fingerprint_of(plan.model),
+            iterations=self.iterations,
+        )
 
     def _fingerprint_of(self, spec: ModelSpec) -> dict[str, Any]:
         """A model's output fingerprint, read once per session: every item of the model is keyed
@@ -299,8 +308,20 @@ class ItemPlan:
     test: str
     model: ModelSpec
     case: Case
-    key: str
     skip_reason: str | None = None  # set when the item cannot run (it needs an evaluator)
+    # The evaluator's fingerprint and prompt, where an evaluator checks the item: part of the key.
+    evaluator: dict[str, Any] | None = field(default=None, repr=False)
+    session: BenchmarkState | None = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def key(self) -> str:
+        """The item's result key, worked out when first asked: where the store holds no result
+        of the item's model (a first run, `--run-all`), no one asks before the item runs, and
+        the run's first requests do not wait for every item's key (an md5 of the item's JSON,
+        about 0.015 ms an item)."""
+        if self.session is None:
+            raise ValueError("a plan made without its session has no key")
+        return self.session.key_of(self)
 
 
 def get_state(config: pytest.Config) -> BenchmarkState:
