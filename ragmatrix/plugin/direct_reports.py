@@ -98,7 +98,7 @@ class DirectReports:
             if not letter and not word:
                 return
             terminal._progress_nodeids_reported.add(report.id)
-            if self._more_soon and "\n" not in letter:  # kept: what `writer.write` does, but the write
+            if self._more_soon and "\n" not in letter:  # `writer.write`'s bookkeeping; the write waits
                 writer._current_line += letter
                 self._pending.append(writer.markup(letter, **markup))
             else:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import gc
 import os
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pytest
 
@@ -42,6 +42,9 @@ from ragmatrix.models.usage import current_requests
 from ragmatrix.plugin.selection import benchmark_dir as benchmark_folder
 from ragmatrix.plugin.session import MODEL_FIXTURES, STATE_KEY, BenchmarkState, get_state
 from ragmatrix.seam.case import Case, CaseInputError
+
+if TYPE_CHECKING:
+    from ragmatrix.results.store import Loaded
 
 RUN_KEY = pytest.StashKey[RunContext]()
 
@@ -476,10 +479,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
       a clean teardown; its model is the one the scheduler already built.
 
     Anything else, and any item where pytest would tear something down after it, runs as usual."""
-    if pytest_internals.skip_mark(item) is not None and _reported_as_cached(item, nextitem):
+    skipped = pytest_internals.skip_mark(item) is not None
+    if skipped and _reported_as_cached(item, nextitem):
         return True
     direct_reports.write_pending(item.config)  # pytest reports this one: the letters before it first
-    if pytest_internals.skip_mark(item) is not None:
+    if skipped:
         return None
     arguments = _sent_ahead_arguments(item)
     if arguments is None or not _nothing_to_tear_down(item, nextitem):
@@ -783,7 +787,7 @@ class SessionEnd:
         self.controller = controller
         self.prefix = _shown(state.benchmark_dir, state.root) + "/"
         self.store_notes: list[str] = []
-        self.compacted: dict[str, Any] | None = None  # the rows as compaction left them, by family
+        self.compacted: dict[str, Loaded] | None = None  # the rows as compaction left them, by family
         self.unreported: list[str] = []
         self.totals: dict[str, float] = {}  # usage summed over the items run this session
         self.down: dict[str, tuple[str, int]] = {}  # model -> (why it is down, its error rows)

@@ -311,7 +311,7 @@ class ItemPlan:
     skip_reason: str | None = None  # set when the item cannot run (it needs an evaluator)
     # The evaluator's fingerprint and prompt, where an evaluator checks the item: part of the key.
     evaluator: dict[str, Any] | None = field(default=None, repr=False)
-    session: BenchmarkState | None = field(default=None, repr=False, compare=False)
+    state: BenchmarkState | None = field(default=None, repr=False, compare=False)  # works out its key
 
     @cached_property
     def key(self) -> str:
@@ -319,9 +319,9 @@ class ItemPlan:
         of the item's model (a first run, `--run-all`), no one asks before the item runs, and
         the run's first requests do not wait for every item's key (an md5 of the item's JSON,
         about 0.015 ms an item)."""
-        if self.session is None:
-            raise ValueError("a plan made without its session has no key")
-        return self.session.key_of(self)
+        if self.state is None:
+            raise ValueError("a plan made without its session's state has no key")
+        return self.state.key_of(self)
 
 
 def get_state(config: pytest.Config) -> BenchmarkState:
