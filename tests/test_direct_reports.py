@@ -83,15 +83,16 @@ def test_a_run_prints_and_counts_the_same_with_its_reports_given_directly(bench,
 
 def test_lines_of_many_items_end_with_their_progress_alike(bench, direct_calls):
     """160 cases for the bag-of-words model: the lines of letters fill up and end with their
-    progress note, at `-q`, at the default verbosity and with the progress counted."""
+    progress note, at `-q`, at the default verbosity, with the progress counted and in colour."""
     write(bench.path / "benchmark" / "data" / "rag_interpretation_data.yaml", MANY_CASES)
     write(bench.path / "benchmark" / "models.yaml", models_yaml(None))
     outputs = {}
     for way in ("direct", "pluggy"):
         if way == "pluggy":
             write(bench.path / "conftest.py", LISTENER)
-        styles = (["-q"], [], ["-o", "console_output_style=count"])
+        styles = (["-q"], [], ["-o", "console_output_style=count"], ["-q", "--color=yes"])
         outputs[way] = [run(bench, way, *verbosity) for _ in range(2) for verbosity in styles]
     assert outputs["direct"] == outputs["pluggy"]
-    assert any(re.search(r"^c+ +\[ *\d+%\]$", line) for line in outputs["direct"][3])  # a full line of cached
-    assert any(re.search(r"^c+ +\[ *\d+/161\]$", line) for line in outputs["direct"][5])
+    assert any(re.search(r"^c+ +\[ *\d+%\]$", line) for line in outputs["direct"][4])  # a full line of cached
+    assert any(re.search(r"^c+ +\[ *\d+/161\]$", line) for line in outputs["direct"][6])
+    assert any("\x1b[" in line for line in outputs["direct"][7])  # in colour
