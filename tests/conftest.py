@@ -33,6 +33,12 @@ import_litellm()
 import ragmatrix.plugin.fixtures  # noqa: E402,F401
 import ragmatrix.plugin.hooks  # noqa: E402,F401
 
+# A run's summary imports the report's cost module; the run drops it from sys.modules, but the
+# package attribute `ragmatrix.report.cost` stays. A report written by the test afterwards then
+# mixes that module (reached as `from ragmatrix.report import cost`) with a fresh import of it,
+# and every cost figure reads as not measured. Imported here, there is only one.
+import ragmatrix.report.cost  # noqa: E402,F401
+
 
 @pytest.fixture
 def fresh_run(tmp_path) -> Iterator[RunContext]:

@@ -17,10 +17,6 @@ from pathlib import Path
 import pytest
 from project import REPO, dense_words_project, models_yaml, write
 
-# Imported before any in-process run: pytester takes back the modules a run imported, but not
-# the package attribute `ragmatrix.report.cost`, so the report written after it would mix that
-# module with a fresh import of it (and every figure would read as not measured).
-import ragmatrix.report.cost  # noqa: F401
 from ragmatrix.cost.store import CostStore
 from ragmatrix.families import all_families
 from ragmatrix.report import write_report
