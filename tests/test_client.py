@@ -228,9 +228,15 @@ def test_responses_are_cached_per_sample_and_errors_never(chat_model, server, tm
 
 
 def test_the_concurrency_limit_holds(chat_model, server):
-    server.gather(3)
     # No attempt may time out while the server waits for all three: a retry would be a fourth.
-    model = chat_model(server, concurrency=3, timeout=30)
+    # The server waits at most its patience (60 s), each attempt longer; and a first call
+    # (litellm's import, seconds of CPU on a loaded machine) is made before the gathering.
+    model = chat_model(server, concurrency=3, timeout=90)
+    assert model.chat(QUESTION) == "yes"
+    # Three requests answered together, each after half a second: a fourth sent beside them
+    # would be in flight with them.
+    server.gather(3)
+    server.latency = 0.5
     answers = model.chat_many([[{"role": "user", "content": f"q{i}"}] for i in range(9)])
     assert answers == ["yes"] * 9
     assert server.max_concurrency == 3
