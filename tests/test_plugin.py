@@ -561,6 +561,38 @@ def test_a_corpus_fingerprint_keys_results_and_a_missing_corpus_is_one_line(benc
     run(bench, *toy).assert_outcomes(passed=1, failed=1)
 
 
+def test_a_corpus_fingerprint_that_fails_otherwise_fails_its_item_and_loses_no_row(bench, server):
+    write_toy_family(bench)
+    # the fingerprint of one case fails as a family's bug would, not as unreadable input
+    family = (bench.path / "toy_family.py").read_text()
+    family = family.replace(
+        "    path = Path(",
+        '    if case.name == "broken":\n        raise RuntimeError("fingerprint bug")\n    path = Path(',
+        1,
+    )
+    write(bench.path / "toy_family.py", family)
+    write(bench.path / "corpus.txt", "a corpus")
+    write(
+        bench.path / "benchmark/data/toy_data.yaml",
+        "toy:\n  - case: present\n    input: {file: corpus.txt}\n    expected: {}\n"
+        "  - case: broken\n    input: {file: corpus.txt}\n    expected: {}\n",
+    )
+    toy = ("-p", "toy_family", "-k", "toy and bow")
+    run(bench, *toy).assert_outcomes(passed=1, failed=1)  # keys worked out as the rows are written
+    stored = {r["item"]: r for r in rows_of(bench, "toy")}
+    assert (
+        stored["broken"]["status"] == "error"
+        and "RuntimeError: fingerprint bug" in stored["broken"]["iterations"][0]["error"]
+    )
+    assert stored["present"]["status"] == "ok"
+    # bow has stored results now: its items are keyed at collection, where the failure must not
+    # stop the module's collection
+    result = run(bench, *toy)
+    assert_outcomes(result, cached=1, failed=1)
+    assert "error collecting" not in result.stdout.str().lower()
+    assert len(rows_of(bench, "toy")) == 2
+
+
 def rows_of(pytester: pytest.Pytester, family: str) -> list[dict]:
     path = pytester.path / "benchmark/results" / f"{family}.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()]

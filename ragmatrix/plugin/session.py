@@ -219,7 +219,10 @@ class BenchmarkState:
     def corpus_of(self, family: Family, case: Case) -> str | None:
         """The fingerprint of the corpus or dataset a case reads, once per case and session:
         every model's item reads the same corpus, and collection and the run must agree on it.
-        Unreadable input keys as such; the test then records the error."""
+        Unreadable input keys as such; the test then records the error. So does a fingerprint
+        that fails otherwise (a family's bug): it is asked at collection for a model with stored
+        results and as the row is written for another, and neither may lose the other items or
+        the row."""
         memo_key = (family.name, case.id)
         if memo_key not in self._corpora:
             fingerprint: str | None = None
@@ -228,6 +231,8 @@ class BenchmarkState:
                     fingerprint = str(family.corpus_fingerprint(case))
                 except CaseInputError as error:
                     fingerprint = f"unavailable: {error}"
+                except Exception as error:
+                    fingerprint = f"unavailable: {type(error).__name__}: {error}"
             self._corpora[memo_key] = fingerprint
         return self._corpora[memo_key]
 
