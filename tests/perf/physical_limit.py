@@ -29,7 +29,8 @@ of ragmatrix's direct route (the bare client imports aiohttp, about 0.1 s more),
 ragmatrix spends above that floor. The floor's line names the distributions whose pytest plugins
 were loaded, and says where one of them imported trio (anyio's plugin does wherever trio is
 installed, as the test extra's selenium installs it: about 0.06 s that a plain install of
-ragmatrix does not pay). Run with the Python of a plain install (`pip install ragmatrix`, no
+ragmatrix does not pay), and what anyio's plugin itself costs (pytest loads it wherever anyio is
+installed, and httpx and openai install it). Run with the Python of a plain install (`pip install ragmatrix`, no
 extras) to measure what a user's environment pays.
 
     python tests/perf/physical_limit.py [--repeat 3] [--sizes 96,960] [--parse-data-files]
@@ -162,7 +163,7 @@ FLOOR = (
     "    def pytest_configure(self, config):\n"
     "        self.names = sorted({d.project_name for _, d in config.pluginmanager.list_plugin_distinfo()})\n"
     "plugins = Plugins()\n"
-    "pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider'], plugins=[plugins])\n"
+    "pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', *sys.argv[1:]], plugins=[plugins])\n"
     "import httptools\n"
     "used = resource.getrusage(resource.RUSAGE_SELF)\n"
     "trio = ' (trio imported)' if 'trio' in sys.modules else ''\n"
@@ -170,16 +171,17 @@ FLOOR = (
 )
 
 
-def floor(repeat: int) -> tuple[float, str]:
+def floor(repeat: int, *pytest_args: str) -> tuple[float, str]:
     """The least CPU a pytest plugin sending its requests as ragmatrix does spends before the first
     (median of `repeat` runs, after one untimed run that warms the disk caches), and the plugins
-    loaded in it."""
+    loaded in it; `pytest_args` are added to pytest's command line."""
     env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
     spent = []
     plugins = ""
     with tempfile.TemporaryDirectory() as empty:
         for _ in range(repeat + 1):
-            done = subprocess.run([sys.executable, "-c", FLOOR], cwd=empty, env=env, capture_output=True, text=True)
+            command = [sys.executable, "-c", FLOOR, *pytest_args]
+            done = subprocess.run(command, cwd=empty, env=env, capture_output=True, text=True)
             try:
                 cpu, _, plugins = done.stderr.strip().splitlines()[-1].partition(" ")
                 spent.append(float(cpu))
@@ -222,6 +224,13 @@ def main() -> None:
         f"collecting nothing, plus httptools' import): {least:.2f} s = {least / bare_first:.2f}x the bare client's"
         f"\n    (plugins of: {plugins})"
     )
+    if "anyio" in plugins.split(", "):
+        # anyio's plugin comes with anyio (httpx and openai install it), whatever the tests use
+        without, _ = floor(options.repeat, "-p", "no:anyio")
+        print(
+            f"    of which anyio's plugin: {least - without:.2f} s = {(least - without) / bare_first:.2f}x the bare "
+            "client's (`-p no:anyio` leaves it out where no test uses anyio's marker)"
+        )
     for size, figures in results.items():
         above = figures["ragmatrix"]["first_request_cpu_s"] - least
         print(f"  ragmatrix's CPU before the first request above that floor, {size} prompts: {above:.2f} s")
