@@ -541,14 +541,18 @@ def write_toy_family(bench: pytest.Pytester) -> None:
     bench.syspathinsert()
 
 
+def write_toy_cases(bench: pytest.Pytester, **files: str) -> None:
+    """The toy family's data file: one case per keyword, reading the file it names."""
+    cases = "".join(
+        f"  - case: {name}\n    input: {{file: {file}}}\n    expected: {{}}\n" for name, file in files.items()
+    )
+    write(bench.path / "benchmark/data/toy_data.yaml", "toy:\n" + cases)
+
+
 def test_a_corpus_fingerprint_keys_results_and_a_missing_corpus_is_one_line(bench, server):
     write_toy_family(bench)
     write(bench.path / "corpus.txt", "first version")
-    write(
-        bench.path / "benchmark/data/toy_data.yaml",
-        "toy:\n  - case: present\n    input: {file: corpus.txt}\n    expected: {}\n"
-        "  - case: absent\n    input: {file: missing.txt}\n    expected: {}\n",
-    )
+    write_toy_cases(bench, present="corpus.txt", absent="missing.txt")
     toy = ("-p", "toy_family", "-k", "toy and bow")
     result = run(bench, *toy)
     result.assert_outcomes(passed=1, failed=1)
@@ -572,11 +576,7 @@ def test_a_corpus_fingerprint_that_fails_otherwise_fails_its_item_and_loses_no_r
     )
     write(bench.path / "toy_family.py", family)
     write(bench.path / "corpus.txt", "a corpus")
-    write(
-        bench.path / "benchmark/data/toy_data.yaml",
-        "toy:\n  - case: present\n    input: {file: corpus.txt}\n    expected: {}\n"
-        "  - case: broken\n    input: {file: corpus.txt}\n    expected: {}\n",
-    )
+    write_toy_cases(bench, present="corpus.txt", broken="corpus.txt")
     toy = ("-p", "toy_family", "-k", "toy and bow")
     run(bench, *toy).assert_outcomes(passed=1, failed=1)  # keys worked out as the rows are written
     stored = {r["item"]: r for r in rows_of(bench, "toy")}
