@@ -30,8 +30,8 @@ ragmatrix spends above that floor. The floor's line names the distributions whos
 were loaded, and says where one of them imported trio (anyio's plugin does wherever trio is
 installed, as the test extra's selenium installs it: about 0.06 s that a plain install of
 ragmatrix does not pay), and what anyio's plugin itself costs (pytest loads it wherever anyio is
-installed, and httpx and openai install it). Run with the Python of a plain install (`pip install ragmatrix`, no
-extras) to measure what a user's environment pays.
+installed, and httpx and openai install it). Run with the Python of a plain install (`pip
+install ragmatrix`, no extras) to measure what a user's environment pays.
 
     python tests/perf/physical_limit.py [--repeat 3] [--sizes 96,960] [--parse-data-files]
 """
