@@ -79,6 +79,76 @@ def test_the_first_request_goes_out_before_the_rest_of_the_window_is_built(bench
     assert server.count() == LLM_ITEMS
 
 
+# A plugin that writes down, once every item is collected, how many requests were sent by then.
+COLLECTION_END = """
+import pytest
+
+from ragmatrix.plugin import scheduling
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    ahead = session.config.stash.get(scheduling.SCHEDULER_KEY, None)
+    with open("sent_when_collected.txt", "w") as out:
+        out.write(str(ahead.requests_sent if ahead is not None else 0))
+"""
+
+# A plugin of the project's own that drops one case's items once they are all collected.
+DROPS_EARTH = """
+def pytest_collection_modifyitems(config, items):
+    dropped = [item for item in items if "pathway_no" in item.nodeid]
+    config.hook.pytest_deselected(items=dropped)
+    items[:] = [item for item in items if item not in dropped]
+"""
+
+
+def sent_when_collected(pytester: pytest.Pytester, *args: str) -> int:
+    write(pytester.path / "collection_end.py", COLLECTION_END)
+    pytester.syspathinsert()
+    run(pytester, "-p", "collection_end", *args)
+    return int((pytester.path / "sent_when_collected.txt").read_text())
+
+
+def test_the_first_requests_go_out_while_the_items_are_still_collected(bench, server):
+    # The server starts on the first item collected, not once pytest has built them all.
+    assert sent_when_collected(bench, "-k", "scripted") == LLM_ITEMS
+    assert server.count() == LLM_ITEMS  # each asked once: none again when its item ran
+    # -k is pytest's own: only the selected items were asked, while they were collected
+    assert sent_when_collected(bench, "-k", "scripted and pathway_no", "--run-all", "--no-response-cache") == 2
+    assert server.count() == LLM_ITEMS + 2
+
+
+@pytest.mark.parametrize(
+    ("dropping", "asked"),
+    [(("-p", "drops_earth"), LLM_ITEMS - 2), (("-m", "not slow"), LLM_ITEMS)],
+    ids=["a plugin of the project", "a mark expression"],
+)
+def test_where_another_plugin_or_option_may_drop_items_nothing_is_sent_before_collection_ends(
+    bench, server, dropping, asked
+):
+    write(bench.path / "drops_earth.py", DROPS_EARTH)
+    assert sent_when_collected(bench, "-k", "scripted", *dropping) == 0
+    assert server.count() == asked  # the items dropped were never asked
+    if asked < LLM_ITEMS:
+        assert all("earth" not in json.dumps(r["body"]["messages"]) for r in server.requests if r["body"])
+
+
+def test_an_item_dropped_after_its_requests_went_no_longer_counts_as_held_ahead():
+    from types import SimpleNamespace
+
+    from ragmatrix.plugin.scheduling import Scheduler
+
+    ahead = Scheduler(state=None, config=None)  # type: ignore[arg-type]
+    sent, unsent, kept = (object(), 0, 0), (object(), 1, 0), (object(), 2, 0)
+    ahead.scheduled_items = {"dropped", "kept"}
+    ahead.ahead = {"dropped": [sent, unsent], "kept": [kept]}
+    ahead.outstanding = 2  # `sent` and `kept` went; `unsent` waits for the next batch
+    ahead._collected = [unsent]
+    ahead.forget([SimpleNamespace(nodeid="dropped"), SimpleNamespace(nodeid="never scheduled")])  # type: ignore[list-item]
+    assert ahead.scheduled_items == {"kept"} and list(ahead.ahead) == ["kept"]
+    assert ahead.outstanding == 1 and ahead._collected == []
+
+
 def test_iterations_are_asked_concurrently_too(bench, server):
     server.gather(4)
     run(bench, "--iterations", "3", "-k", "scripted and pathway_yes").assert_outcomes(passed=2)

@@ -309,18 +309,33 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_itemcollected(item: pytest.Item) -> None:
     """`-k <data file name>` (the name without `_data.yaml`) selects exactly that file's items:
-    test ids name the model and the case, not the file a case came from."""
+    test ids name the model and the case, not the file a case came from. Then the item's
+    requests may go at once, while the rest is collected (`Scheduler.collected`)."""
     state = item.config.stash.get(STATE_KEY, None)
     plan = runner.plan_for(item, state) if state is not None else None
-    if plan is not None and plan.case.file:
+    if plan is None or state is None:
+        return
+    if plan.case.file:
         item.extra_keyword_matches.add(plan.case.source)
+    scheduling.scheduler(item.config, state).collected(item, plan)
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """Items dropped after their requests went (`Scheduler.forget`)."""
+    ahead = items[0].config.stash.get(scheduling.SCHEDULER_KEY, None) if items else None
+    if ahead is not None:
+        ahead.forget(items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Freeze what collection built (items, cases, plans: most of a large run's objects, alive
     to its end) out of the cyclic garbage collector's walks. Each full collection would walk
     all of them again, during the run and five times more at pytest's exit: on 10,000 items
-    that was a tenth of a cached rerun. A later session in the same process unfreezes them."""
+    that was a tenth of a cached rerun. A later session in the same process unfreezes them.
+    First, the requests of the items collected last go (`Scheduler.collected`)."""
+    ahead = session.config.stash.get(scheduling.SCHEDULER_KEY, None)
+    if ahead is not None:
+        ahead.collection_finished()
     gc.freeze()
 
 

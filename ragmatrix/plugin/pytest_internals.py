@@ -21,6 +21,8 @@ The plugin reaches past their public API where it has no public way to do someth
   (`_pytest.assertion.pytest_runtest_protocol`) and the faulthandler timeout
   (`_pytest.faulthandler.get_timeout_config_value`);
 - the fixtures a test function takes, to call it once per iteration: `Function._fixtureinfo`;
+- sending an item's requests while collection goes on, where its selection is known then:
+  pytest's own `-k` matching (`_pytest.mark.KeywordMatcher`, `_pytest.mark.expression.Expression`);
 - drawing a progress bar past pytest's capture: the `capturemanager` plugin's
   `global_and_fixture_disabled`;
 - on an xdist worker, the items it has been handed and not run yet, so that their requests are
@@ -429,6 +431,57 @@ def capture_suspender(config: pytest.Config) -> Callable[[], AbstractContextMana
     return suspend if callable(suspend) else None
 
 
+# -- items known to run while collection goes on ---------------------------------------------
+
+# pytest's own plugins that act on the collected items: `main` (`--deselect`), `mark` (`-k`,
+# `-m`), `fixtures` (orders them by their fixtures, keeps them all) and `cacheprovider` (`--lf`
+# keeps the failed ones; `--ff`, `--nf` only order them).
+_SELECTING_MODULES = ("_pytest.main", "_pytest.mark", "_pytest.fixtures", "_pytest.cacheprovider")
+# Their options that drop items, other than `-k`, which is evaluated here as pytest evaluates it.
+_DROPPING_OPTIONS = ("deselect", "markexpr", "lf")
+# Options under which the loop runs no item's call.
+_CALL_LESS_OPTIONS = ("collectonly", "setuponly", "setupplan")
+
+
+def selected_as_collected(config: pytest.Config) -> Callable[[pytest.Item], bool] | None:
+    """Where the items a run will run are known as they are collected, whether one of them is
+    (only pytest's own plugins and this one act on the collected items and on each as it is
+    collected, none drops any but `-k`'s, which `_pytest.mark`'s `KeywordMatcher` and
+    `Expression` evaluate here; the loop and each item's protocol are pytest's and this
+    plugin's, and run the items' calls); None where they are not (another plugin, a conftest,
+    `--lf`, `-m`, an xdist worker, `--collect-only`, a `-k` that does not parse, another pytest)."""
+    if hasattr(config, "workerinput") or not loop_hooks_are_pytests_own(config):
+        return None
+    if any(config.getoption(name, None) for name in (*_DROPPING_OPTIONS, *_CALL_LESS_OPTIONS)):
+        return None
+    for name in ("pytest_collection_modifyitems", "pytest_itemcollected"):
+        caller = getattr(config.pluginmanager.hook, name, None)
+        for implementation in caller.get_hookimpls() if caller is not None else ():
+            module = str(getattr(implementation.function, "__module__", ""))
+            if module not in _SELECTING_MODULES and not module.startswith("ragmatrix."):
+                return None
+    keywords = str(getattr(config.option, "keyword", "") or "").lstrip()
+    if not keywords:
+        return lambda item: True
+    try:
+        from _pytest.mark import KeywordMatcher
+        from _pytest.mark.expression import Expression
+
+        expression = Expression.compile(keywords)
+    except (ImportError, AttributeError, SyntaxError):
+        return None  # pytest itself says what is wrong with the expression
+    return lambda item: bool(expression.evaluate(KeywordMatcher.from_item(item)))
+
+
+def _keyword_matching_found() -> bool:
+    try:
+        from _pytest.mark import KeywordMatcher
+        from _pytest.mark.expression import Expression
+    except ImportError:
+        return False
+    return callable(getattr(KeywordMatcher, "from_item", None)) and callable(getattr(Expression, "compile", None))
+
+
 # -- pytest-xdist -----------------------------------------------------------------------------
 
 
@@ -490,6 +543,8 @@ def missing() -> list[str]:
         from _pytest.faulthandler import get_timeout_config_value  # noqa: F401
     except ImportError:
         gone.append("_pytest.faulthandler.get_timeout_config_value")
+    if not _keyword_matching_found():
+        gone.append("_pytest.mark.KeywordMatcher.from_item and _pytest.mark.expression.Expression.compile")
     from _pytest.capture import CaptureManager
 
     if not callable(getattr(CaptureManager, "global_and_fixture_disabled", None)):

@@ -2,8 +2,9 @@
 
 Each test function asks its model one question at a time, and pytest runs one item after
 another, so left alone a model would see one request in flight. Instead, when the first
-benchmark item of this process is about to run, the scheduler collects the first-round
-requests of every item this process will run (a family states them with
+benchmark item of this process is about to run (or, where the items that will run are known
+while they are collected, as collection finds each: `collected`), the scheduler collects the
+first-round requests of every item this process will run (a family states them with
 `Family.first_requests`, a pure function of the case and the model, which its test asks
 through the same function), for every iteration, and sends them all, each model up to its own
 concurrency. An embedder's texts (`Family.first_texts`) are embedded the same way, in one
@@ -36,7 +37,7 @@ an error row; nothing failed is cached.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from itertools import chain
@@ -45,6 +46,7 @@ from typing import cast
 import pytest
 
 from ragmatrix import cost
+from ragmatrix.foundations.storage import StorageError
 from ragmatrix.models import aio
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.protocols import Embedder, JudgeEnsemble, Messages, Model, PrefetchingChatModel
@@ -75,6 +77,11 @@ class Scheduler:
     # Items whose texts were embedded ahead and have not run yet.
     texts_ahead: set[str] = field(default_factory=set)
     session: pytest.Session | None = None
+    # While collection goes on (`collected`): whether its items' requests may go now (worked
+    # out at the first item), and the requests of the items collected and not sent yet.
+    _while_collecting: Callable[[pytest.Item], bool] | None = None
+    _collecting_known: bool = False
+    _collected: list[Request] = field(default_factory=list)
     _members: dict[int, tuple[Model | None, list[PrefetchingChatModel]]] = field(default_factory=dict)
     _cursor: int = 0  # without xdist: where in the session's items the next unscheduled one may be
 
@@ -93,6 +100,65 @@ class Scheduler:
         elif self.outstanding < max(1, self.state.send_ahead // 2):
             # Keep the model busy while the items run: top the requests in flight up again.
             self._schedule(self._following(), top_up=True)
+
+    def collected(self, item: pytest.Item, plan: ItemPlan) -> None:
+        """Called as collection finds each item. Where the items the run will run are known as
+        they are collected (`pytest_internals.selected_as_collected`: no plugin but pytest's own
+        and this one selects or runs them, no `--lf`, `-m`, `--shard` or xdist; `-k` is
+        evaluated as pytest evaluates it), an LLM item's first requests go now, in batches that
+        double as at the start of a run, up to about `--send-ahead`: the server starts while
+        the rest is collected, not after. As pytest's setup of the item would, its results
+        folder is prepared first: a folder that refuses rows stops the run before model work.
+        An item pytest drops after all (`forget`) leaves its answers in the response cache."""
+        if not self._collecting_known:
+            self._collecting_known = True
+            if self.state.shard is None and not self.on_worker:
+                self._while_collecting = pytest_internals.selected_as_collected(self.config)
+        will_run = self._while_collecting
+        if will_run is None or self.outstanding + len(self._collected) >= self.state.send_ahead:
+            return
+        if item.session.testsfailed:  # a collection error: pytest runs no item
+            self._while_collecting = None
+            return
+        if item.nodeid in self.scheduled_items or pytest_internals.skip_mark(item) is not None:
+            return
+        if plan.family.first_requests is None or plan.model.kind not in ("llm", "ensemble"):
+            return  # an embedder's texts are embedded in one batch when the run reaches them
+        if not will_run(item):
+            return
+        try:
+            self.state.store.prepare(plan.family.name)
+        except StorageError:
+            self._while_collecting = None  # the item's setup stops the run, with one line
+            return
+        self.session = item.session
+        self.scheduled_items.add(item.nodeid)
+        mine = list(self._requests([plan]))
+        if mine:
+            self.ahead[item.nodeid] = mine
+            self._collected += mine
+        if len(self._collected) >= max(1, self.outstanding):
+            self.collection_finished()
+
+    def collection_finished(self) -> None:
+        """Send the requests of the items collected that are not sent yet."""
+        requests, self._collected = self._collected, []
+        if requests:
+            self._send(requests)
+
+    def forget(self, items: list[pytest.Item]) -> None:
+        """Items pytest dropped after their requests went (`pytest_deselected`): they will not
+        run, so their answers no longer count as held ahead."""
+        for item in items:
+            if item.nodeid not in self.scheduled_items:
+                continue
+            self.scheduled_items.discard(item.nodeid)
+            self.texts_ahead.discard(item.nodeid)
+            dropped = {id(request) for request in self.ahead.pop(item.nodeid, ())}
+            unsent = len(self._collected)
+            self._collected = [request for request in self._collected if id(request) not in dropped]
+            unsent -= len(self._collected)
+            self.outstanding -= len(dropped) - unsent
 
     def sent_ahead(self, nodeid: str) -> bool:
         """Were this item's requests sent, or its texts embedded, ahead of it (and has it not
