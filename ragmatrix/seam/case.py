@@ -106,7 +106,7 @@ class Case(Generic[InputT, ExpectedT]):
         case once per run, not once as it loads and again as an item reads it, and a larger one
         keeps its first cases (read first), never churning through them as it loads."""
         if _RECENTLY_READ.has_room():
-            _RECENTLY_READ.keep(self, dict(validated))
+            _RECENTLY_READ.keep(self, dict(iter(validated)))  # dict(model) asks it for `keys` first: slow
 
     @property
     def raw(self) -> dict[str, Any]:

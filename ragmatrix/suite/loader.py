@@ -255,12 +255,13 @@ def expand_case(
 
     # A family may declare input fields whose mappings are plain values, not variant sets.
     plain_fields: set[str] = set(descriptor.plain_input_fields if descriptor else ())
-    variant_fields: list[tuple[str, list[str]]] = []
+    variant_fields: list[tuple[str, list[tuple[str, str]]]] = []
     naming: list[str] = []
     for key, value in raw_input.items():
         if isinstance(value, dict) and key not in plain_fields:
             naming += _variant_name_errors(f"input.{key}", value)
-            variant_fields.append((key, list(value)))
+            # each (field, variant) pair held once across the suite: a case's choices are tuples of them
+            variant_fields.append((key, [_SHARED.one("choice", (key, choice), (key, choice)) for choice in value]))
     if naming:
         errors += naming
         return problem()  # the variants cannot be named, so they are not built
@@ -278,9 +279,7 @@ def expand_case(
     variant_names = {key for key, _ in variant_fields}
     expanded: list[Case] = []
     written = {"input": raw_input, "expected": expected}  # shared by the variants (`Case.raw`)
-    for combination in itertools.product(*(choices for _, choices in variant_fields)):
-        pairs = zip((key for key, _ in variant_fields), combination, strict=True)
-        choices = tuple(_SHARED.one("choice", pair, pair) for pair in pairs)
+    for choices in itertools.product(*(pairs for _, pairs in variant_fields)):
         resolved = dict(raw_input)
         for key, choice in choices:
             resolved[key] = raw_input[key][choice]
