@@ -5,8 +5,9 @@ first chat request (what a user pays once, before any work is done).
     cost = run_measured(["python", "-m", "pytest", ...], cwd=folder, env=env, server=server)
     cost.wall_s, cost.cpu_s, cost.first_request_cpu_s
 
-The CPU at the first request is read from /proc (Linux) for the process and every process
-under it, within a few milliseconds of the request; elsewhere it is None.
+The CPU at the first request is read for the process and every process under it, within a
+few milliseconds of the request: on Linux, each process's own CPU from its CPU-time clock (to
+the nanosecond, every thread included) and the tree from /proc; elsewhere it is None.
 """
 
 from __future__ import annotations
@@ -60,17 +61,30 @@ def _watch(process: subprocess.Popen[str], server: Any, asked_before: int, first
             if cpu is not None:
                 first.append(cpu)
             return
-        time.sleep(0.002)
+        time.sleep(0.001)
+
+
+def process_clock(pid: int) -> float | None:
+    """CPU seconds of process `pid` so far, every thread included (those that ended too), to
+    the nanosecond: its CPU-time clock (what `clock_getcpuclockid` gives on Linux), or None."""
+    try:
+        return time.clock_gettime(((~pid) << 3) | 2)  # the process's CPUCLOCK_SCHED clock id
+    except (AttributeError, OSError, OverflowError):
+        return None
 
 
 def tree_cpu(pid: int) -> float | None:
     """CPU seconds of `pid` and every live process under it (with the children each has
-    already waited for), or None without /proc."""
+    already waited for), or None without /proc. Each live process's own CPU comes from its
+    CPU-time clock where there is one: /proc counts in clock ticks (10 ms), each figure rounded
+    down, which understated a start of 0.16 s by about 10 ms and so raised a ratio to it by 5%."""
+    own = process_clock(pid)  # first: the process runs on while /proc is read
     proc = Path("/proc")
     if not proc.is_dir():
         return None
     parents: dict[int, int] = {}
     spent: dict[int, float] = {}
+    waited: dict[int, float] = {}
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
@@ -81,6 +95,7 @@ def tree_cpu(pid: int) -> float | None:
         # After the command name: state, ppid, ..., utime (14th field), stime, cutime, cstime.
         parents[int(entry.name)] = int(fields[1])
         spent[int(entry.name)] = sum(int(value) for value in fields[11:15]) / TICKS_PER_SECOND
+        waited[int(entry.name)] = sum(int(value) for value in fields[13:15]) / TICKS_PER_SECOND
     if pid not in spent:
         return None
     tree, frontier = {pid}, [pid]
@@ -89,7 +104,11 @@ def tree_cpu(pid: int) -> float | None:
         children = [child for child, of in parents.items() if of == parent and child not in tree]
         tree.update(children)
         frontier += children
-    return sum(spent[member] for member in tree)
+    total = 0.0
+    for member in tree:
+        clock = own if member == pid else process_clock(member)
+        total += spent[member] if clock is None else clock + waited[member]
+    return total
 
 
 def load_average() -> str:
