@@ -170,14 +170,15 @@ def loop_hooks_are_pytests_own(config: pytest.Config) -> bool:
     return _only_own_implement(config, ("pytest_runtestloop", "pytest_runtest_protocol"))
 
 
-def _only_own_implement(config: pytest.Config, hooks: tuple[str, ...]) -> bool:
-    """Are these hooks implemented by pytest's own plugins and this one only (`HookImpl.function`)?"""
+def _only_own_implement(config: pytest.Config, hooks: tuple[str, ...], own: tuple[str, ...] = _OWN_MODULES) -> bool:
+    """Are these hooks implemented by pytest's own plugins and this one only (`HookImpl.function`),
+    or only by the modules `own` names (or their prefixes)?"""
     for name in hooks:
         caller = getattr(config.pluginmanager.hook, name, None)
         if caller is None:
             return False
         for implementation in caller.get_hookimpls():
-            if not str(getattr(implementation.function, "__module__", "")).startswith(_OWN_MODULES):
+            if not str(getattr(implementation.function, "__module__", "")).startswith(own):
                 return False
     return True
 
@@ -435,8 +436,8 @@ def capture_suspender(config: pytest.Config) -> Callable[[], AbstractContextMana
 
 # pytest's own plugins that act on the collected items: `main` (`--deselect`), `mark` (`-k`,
 # `-m`), `fixtures` (orders them by their fixtures, keeps them all) and `cacheprovider` (`--lf`
-# keeps the failed ones; `--ff`, `--nf` only order them).
-_SELECTING_MODULES = ("_pytest.main", "_pytest.mark", "_pytest.fixtures", "_pytest.cacheprovider")
+# keeps the failed ones; `--ff`, `--nf` only order them); and this plugin.
+_SELECTING_MODULES = ("_pytest.main", "_pytest.mark", "_pytest.fixtures", "_pytest.cacheprovider", "ragmatrix.")
 # Their options that drop items, other than `-k`, which is evaluated here as pytest evaluates it.
 _DROPPING_OPTIONS = ("deselect", "markexpr", "lf")
 # Options under which the loop runs no item's call.
@@ -454,32 +455,33 @@ def selected_as_collected(config: pytest.Config) -> Callable[[pytest.Item], bool
         return None
     if any(config.getoption(name, None) for name in (*_DROPPING_OPTIONS, *_CALL_LESS_OPTIONS)):
         return None
-    for name in ("pytest_collection_modifyitems", "pytest_itemcollected"):
-        caller = getattr(config.pluginmanager.hook, name, None)
-        for implementation in caller.get_hookimpls() if caller is not None else ():
-            module = str(getattr(implementation.function, "__module__", ""))
-            if module not in _SELECTING_MODULES and not module.startswith("ragmatrix."):
-                return None
+    if not _only_own_implement(config, ("pytest_collection_modifyitems", "pytest_itemcollected"), _SELECTING_MODULES):
+        return None
     keywords = str(getattr(config.option, "keyword", "") or "").lstrip()
     if not keywords:
         return lambda item: True
+    matching = _keyword_matching()
+    if matching is None:
+        return None
+    matcher, compile_expression = matching
     try:
-        from _pytest.mark import KeywordMatcher
-        from _pytest.mark.expression import Expression
-
-        expression = Expression.compile(keywords)
-    except (ImportError, AttributeError, SyntaxError):
+        expression = compile_expression(keywords)
+    except SyntaxError:
         return None  # pytest itself says what is wrong with the expression
-    return lambda item: bool(expression.evaluate(KeywordMatcher.from_item(item)))
+    return lambda item: bool(expression.evaluate(matcher.from_item(item)))
 
 
-def _keyword_matching_found() -> bool:
+def _keyword_matching() -> tuple[Any, Callable[[str], Any]] | None:
+    """pytest's own `-k` matching: `KeywordMatcher` and `Expression.compile`, or None."""
     try:
         from _pytest.mark import KeywordMatcher
         from _pytest.mark.expression import Expression
     except ImportError:
-        return False
-    return callable(getattr(KeywordMatcher, "from_item", None)) and callable(getattr(Expression, "compile", None))
+        return None
+    compile_expression = getattr(Expression, "compile", None)
+    if not callable(getattr(KeywordMatcher, "from_item", None)) or not callable(compile_expression):
+        return None
+    return KeywordMatcher, compile_expression
 
 
 # -- pytest-xdist -----------------------------------------------------------------------------
@@ -543,7 +545,7 @@ def missing() -> list[str]:
         from _pytest.faulthandler import get_timeout_config_value  # noqa: F401
     except ImportError:
         gone.append("_pytest.faulthandler.get_timeout_config_value")
-    if not _keyword_matching_found():
+    if _keyword_matching() is None:
         gone.append("_pytest.mark.KeywordMatcher.from_item and _pytest.mark.expression.Expression.compile")
     from _pytest.capture import CaptureManager
 
