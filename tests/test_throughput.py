@@ -118,6 +118,82 @@ def test_the_first_requests_go_out_while_the_items_are_still_collected(bench, se
     assert server.count() == LLM_ITEMS + 2
 
 
+# A plugin that writes down how many requests were sent when pytest had built the items of the
+# RAG test function (its `Function`s, after the matrix was parametrized), and what the
+# scheduler holds ahead once collection has ended.
+WHEN_BUILT = """
+import json
+
+import pytest
+
+from ragmatrix.plugin import scheduling
+
+
+def sent(config):
+    ahead = config.stash.get(scheduling.SCHEDULER_KEY, None)
+    return ahead.requests_sent if ahead is not None else 0
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pycollect_makeitem(collector, name, obj):
+    built = yield
+    if name == "test_rag_interpretation":
+        with open("sent_when_built.txt", "w") as out:
+            out.write(str(sent(collector.config)))
+    return built
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    ahead = session.config.stash.get(scheduling.SCHEDULER_KEY, None)
+    held = {nodeid: len(requests) for nodeid, requests in (ahead.ahead if ahead else {}).items()}
+    state = {"held": held, "outstanding": ahead.outstanding if ahead else 0, "items": [i.nodeid for i in session.items]}
+    with open("held_when_collected.json", "w") as out:
+        json.dump(state, out)
+"""
+
+
+def sent_when_built(pytester: pytest.Pytester, *args: str) -> int:
+    write(pytester.path / "when_built.py", WHEN_BUILT)
+    pytester.syspathinsert()
+    run(pytester, "-p", "when_built", *args)
+    return int((pytester.path / "sent_when_built.txt").read_text())
+
+
+def test_the_first_requests_go_out_before_pytest_builds_the_items(bench, server):
+    # Where only this plugin parametrizes the test function, its matrix knows the items pytest
+    # will build: their requests go as it is made, before pytest builds them.
+    assert sent_when_built(bench, "-k", "scripted") >= 1
+    assert server.count() == LLM_ITEMS  # each asked once: none again as it was collected or ran
+    # -k is evaluated on the names the items will have: only the selected ones are asked
+    assert sent_when_built(bench, "-k", "scripted and pathway_no", "--run-all", "--no-response-cache") == 2
+    assert server.count() == LLM_ITEMS + 2
+    # ... where an expression without `not` decides on those names as on the items' own
+    assert sent_when_built(bench, "-k", "scripted and not pathway_no", "--run-all", "--no-response-cache") == 0
+    assert server.count() == LLM_ITEMS + 2 + 3  # sent as they were collected instead
+
+
+def test_an_item_built_under_another_id_than_the_one_it_was_sent_by_is_not_held_ahead(bench, server):
+    # Model `scripted` with case `a-b`, and model `scripted-a` with case `b`: both items are
+    # `scripted-a-b`, and pytest builds them as `scripted-a-b0` and `scripted-a-b1`.
+    cases = "rag_interpretation:\n" + "".join(
+        f"  - case: {name}\n    input:\n      prompt: What is the capital of Australia ({name})?\n"
+        "      instruction: Judge the fragment for relevance. Answer yes or no.\n"
+        "      fragments: [Canberra is the capital city of Australia.]\n    expected: {answer: 'yes'}\n"
+        for name in ("a-b", "b")
+    )
+    write(bench.path / "benchmark/data/rag_interpretation_data.yaml", cases)
+    second = f"  - id: scripted-a\n    kind: llm\n    litellm: openai/other\n    api_base: {server.base_url}\n"
+    write(bench.path / "benchmark/models.yaml", models_yaml(server.base_url, second))
+    assert sent_when_built(bench, "-k", "scripted") >= 1
+    held = json.loads((bench.path / "held_when_collected.json").read_text())
+    assert all("scripted-a-b]" not in nodeid for nodeid in held["items"])  # pytest made them unique
+    assert set(held["held"]) <= set(held["items"])  # what was sent by the id pytest dropped is not held
+    assert held["outstanding"] == sum(held["held"].values())
+    # each of the four items was asked once: none again when it was built under its own id
+    assert len([r for r in server.requests if r["path"].endswith("chat/completions")]) == 4
+
+
 @pytest.mark.parametrize(
     ("dropping", "asked"),
     [(("-p", "drops_earth"), LLM_ITEMS - 2), (("-m", "not slow"), LLM_ITEMS)],

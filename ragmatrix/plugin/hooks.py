@@ -286,6 +286,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     as_read: list[Case] | None = None
     collapsed: list[Case] | None = None
     cached = pytest.mark.skip(reason=CACHED)  # marks are shared by the items: a large matrix has many
+    # The first items' requests may go now, before pytest builds the items (`Scheduler.parametrized`).
+    send_early = scheduling.scheduler(metafunc.config, state).parametrized(metafunc)
     for spec in state.models.of_kind(kind):
         if spec.reads_prompts and as_read is None:
             as_read = [c for c in state.suite.cases.get(name, []) if predicate is None or predicate(c)]
@@ -299,7 +301,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 marks.append(pytest.mark.skip(reason=plan.skip_reason))
             elif state.is_cached(plan):
                 marks.append(cached)
-            params.append(pytest.param(spec, case, id=f"{spec.id}-{case.id}", marks=marks))
+            ident = f"{spec.id}-{case.id}"
+            params.append(pytest.param(spec, case, id=ident, marks=marks))
+            if send_early is not None and not send_early(ident, plan, marks):
+                send_early = None  # as many as may go ahead have gone
     if not params:
         any_case = any(predicate is None or predicate(c) for c in state.suite.cases.get(name, []))
         reason = f"no {kind} in the matrix (see the session header)" if any_case else f"no {name} cases"

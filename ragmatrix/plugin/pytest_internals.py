@@ -22,7 +22,9 @@ The plugin reaches past their public API where it has no public way to do someth
   (`_pytest.faulthandler.get_timeout_config_value`);
 - the fixtures a test function takes, to call it once per iteration: `Function._fixtureinfo`;
 - sending an item's requests while collection goes on, where its selection is known then:
-  pytest's own `-k` matching (`_pytest.mark.KeywordMatcher`, `_pytest.mark.expression.Expression`);
+  pytest's own `-k` matching (`_pytest.mark.KeywordMatcher`, `_pytest.mark.expression.Expression`),
+  and, to send them as the test function is parametrized, the fixtures it takes
+  (`Metafunc._arg2fixturedefs`, `FixtureDef.params`);
 - drawing a progress bar past pytest's capture: the `capturemanager` plugin's
   `global_and_fixture_disabled`;
 - on an xdist worker, the items it has been handed and not run yet, so that their requests are
@@ -39,10 +41,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import re
 import sys
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -471,8 +474,63 @@ def selected_as_collected(config: pytest.Config) -> Callable[[pytest.Item], bool
     return lambda item: bool(expression.evaluate(matcher.from_item(item)))
 
 
+# The plugins that parametrize a test function when only pytest and this one do: pytest's
+# `parametrize` marks and parametrized fixtures, and this plugin's matrix.
+_PARAMETRIZING_MODULES = ("_pytest.python", "_pytest.fixtures", "ragmatrix.")
+_NOT = re.compile(r"\bnot\b")
+
+
+def selected_as_parametrized(config: pytest.Config) -> Callable[[Iterable[str]], bool] | None:
+    """Where the items a run will run are known as their test function is parametrized, before
+    pytest builds them: as in `selected_as_collected`, and no plugin or conftest but pytest and
+    this one parametrizes. Returns whether an item is selected, given names it will have (its
+    name, its parents', its marks'): `-k` is evaluated on them with pytest's `KeywordMatcher`,
+    which matches the built item on those and more. An expression without `not` that holds
+    for some of an item's names holds for all of them, so only such a `-k` is evaluated here;
+    None where one has `not` (or the run's items are not known as they are collected)."""
+    if selected_as_collected(config) is None:
+        return None
+    if not _only_own_implement(config, ("pytest_generate_tests",), _PARAMETRIZING_MODULES):
+        return None
+    keywords = str(getattr(config.option, "keyword", "") or "").lstrip()
+    if not keywords:
+        return lambda names: True
+    matching = _keyword_matching()
+    if matching is None or _NOT.search(keywords):
+        return None
+    matcher, compile_expression = matching
+    expression = compile_expression(keywords)  # it parsed in `selected_as_collected`
+    return lambda names: bool(expression.evaluate(matcher(frozenset(names))))
+
+
+def parametrized_here_only(metafunc: pytest.Metafunc) -> bool:
+    """Does nothing but this plugin parametrize the function: no `parametrize` mark, no fixture
+    it takes with `params` (`Metafunc._arg2fixturedefs`, `FixtureDef.params`)?"""
+    if next(metafunc.definition.iter_markers("parametrize"), None) is not None:
+        return False
+    definitions = getattr(metafunc, "_arg2fixturedefs", None)
+    if not isinstance(definitions, dict):
+        return False
+    return all(getattr(chain[-1], "params", None) is None for chain in definitions.values() if chain)
+
+
+def names_before_built(definition: pytest.Function) -> set[str]:
+    """The names `-k` matches a test function's items on that are known before pytest builds
+    them (`KeywordMatcher.from_item`): its parents' names but the session's and the root
+    folder's, and the names of the marks on it and on its parents."""
+    names = {
+        node.name
+        for node in definition.listchain()[:-1]
+        if not isinstance(node, pytest.Session)
+        and not (isinstance(node, pytest.Directory) and isinstance(node.parent, pytest.Session))
+    }
+    names.update(mark.name for mark in definition.iter_markers())
+    return names
+
+
 def _keyword_matching() -> tuple[Any, Callable[[str], Any]] | None:
-    """pytest's own `-k` matching: `KeywordMatcher` and `Expression.compile`, or None."""
+    """pytest's own `-k` matching: `KeywordMatcher` (made from an item or from names) and
+    `Expression.compile`, or None."""
     try:
         from _pytest.mark import KeywordMatcher
         from _pytest.mark.expression import Expression
@@ -480,6 +538,11 @@ def _keyword_matching() -> tuple[Any, Callable[[str], Any]] | None:
         return None
     compile_expression = getattr(Expression, "compile", None)
     if not callable(getattr(KeywordMatcher, "from_item", None)) or not callable(compile_expression):
+        return None
+    try:  # made from the names themselves too (`selected_as_parametrized`)
+        if not KeywordMatcher(frozenset({"name"}))("nam"):
+            return None
+    except TypeError:
         return None
     return KeywordMatcher, compile_expression
 
@@ -546,7 +609,7 @@ def missing() -> list[str]:
     except ImportError:
         gone.append("_pytest.faulthandler.get_timeout_config_value")
     if _keyword_matching() is None:
-        gone.append("_pytest.mark.KeywordMatcher.from_item and _pytest.mark.expression.Expression.compile")
+        gone.append("_pytest.mark.KeywordMatcher(names) and .from_item, and _pytest.mark.expression.Expression.compile")
     from _pytest.capture import CaptureManager
 
     if not callable(getattr(CaptureManager, "global_and_fixture_disabled", None)):

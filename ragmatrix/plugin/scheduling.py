@@ -3,17 +3,18 @@
 Each test function asks its model one question at a time, and pytest runs one item after
 another, so left alone a model would see one request in flight. Instead, when the first
 benchmark item of this process is about to run (or, where the items that will run are known
-while they are collected, as collection finds each: `collected`), the scheduler collects the
-first-round requests of every item this process will run (a family states them with
-`Family.first_requests`, a pure function of the case and the model, which its test asks
-through the same function), for every iteration, and sends them all, each model up to its own
-concurrency. An embedder's texts (`Family.first_texts`) are embedded the same way, in one
-batch across a window's items (at most `EMBED_AHEAD` texts, so that the rows held ahead stay
-bounded). The items then find their answers waiting (`ChatModel.achat` takes a request sent
-ahead instead of asking again); follow-up rounds, such as zELO's re-ask of a malformed answer,
-are asked inside the item. After each item, the answers sent ahead for it that it never took
-are counted (`after`): a family whose test asks other requests than it declares pays for each
-twice, and the terminal's usage line says so.
+while they are collected, as collection finds each: `collected`, or as their test function is
+parametrized: `parametrized`), the scheduler collects the first-round requests of every item
+this process will run (a family states them with `Family.first_requests`, a pure function of
+the case and the model, which its test asks through the same function), for every iteration,
+and sends them all, each model up to its own concurrency. An embedder's texts
+(`Family.first_texts`) are embedded the same way, in one batch across a window's items (at most
+`EMBED_AHEAD` texts, so that the rows held ahead stay bounded). The items then find their
+answers waiting (`ChatModel.achat` takes a request sent ahead instead of asking again);
+follow-up rounds, such as zELO's re-ask of a malformed answer, are asked inside the item. After
+each item, the answers sent ahead for it that it never took are counted (`after`): a family
+whose test asks other requests than it declares pays for each twice, and the terminal's usage
+line says so.
 
 The requests run on the run's event loop, which has a thread of its own (`ragmatrix.models.aio`):
 they are started and not waited for, so each item waits only for its own answers, which the
@@ -37,7 +38,7 @@ an error row; nothing failed is cached.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from itertools import chain
@@ -81,6 +82,10 @@ class Scheduler:
     # out at the first item), and the requests of the items collected and not sent yet.
     _while_collecting: Callable[[pytest.Item], bool] | None = None
     _collecting_known: bool = False
+    # Likewise as test functions are parametrized, and the items sent for then not built yet.
+    _while_parametrizing: Callable[[Iterable[str]], bool] | None = None
+    _parametrizing_known: bool = False
+    _unbuilt: set[str] = field(default_factory=set)
     _collected: list[Request] = field(default_factory=list)
     _members: dict[int, tuple[Model | None, list[PrefetchingChatModel]]] = field(default_factory=dict)
     _cursor: int = 0  # without xdist: where in the session's items the next unscheduled one may be
@@ -110,38 +115,91 @@ class Scheduler:
         the rest is collected, not after. As pytest's setup of the item would, its results
         folder is prepared first: a folder that refuses rows stops the run before model work.
         An item pytest drops after all (`forget`) leaves its answers in the response cache."""
+        self._unbuilt.discard(item.nodeid)
+        will_run = self._selected_as_collected()
+        if will_run is None or item.nodeid in self.scheduled_items or pytest_internals.skip_mark(item) is not None:
+            return
+        if self._room_early() and will_run(item):
+            self._send_early(item.nodeid, plan, item.session)
+
+    def parametrized(
+        self, metafunc: pytest.Metafunc
+    ) -> Callable[[str, ItemPlan, list[pytest.MarkDecorator]], bool] | None:
+        """Earlier still, where the items are known as their test function is parametrized
+        (`pytest_internals.selected_as_parametrized`, and nothing but this plugin parametrizes
+        it): the first items' requests go as the matrix is built, before pytest builds the
+        items. Returns what the parametrizing calls with each item's id, plan and marks (while
+        it says there is room for more), or None. An item not built under the id it was sent
+        by is dropped at the end of collection (`collection_finished`)."""
+        will_run = self._selected_as_parametrized()
+        if will_run is None or not self._room_early() or not pytest_internals.parametrized_here_only(metafunc):
+            return None
+        definition, session = metafunc.definition, metafunc.definition.session
+        names = pytest_internals.names_before_built(definition)
+
+        def offer(ident: str, plan: ItemPlan, marks: list[pytest.MarkDecorator]) -> bool:
+            nodeid = f"{definition.nodeid}[{ident}]"  # as pytest names the item it builds
+            mark_names = [mark.name for mark in marks]
+            if nodeid not in self.scheduled_items and "skip" not in mark_names:
+                known = {*names, f"{definition.name}[{ident}]", *mark_names}
+                if plan.case.file:  # `-k <data file name>` (see `hooks.pytest_itemcollected`)
+                    known.add(plan.case.source)
+                if will_run(known) and self._send_early(nodeid, plan, session):
+                    self._unbuilt.add(nodeid)
+            return self._room_early()
+
+        return offer
+
+    def _selected_as_collected(self) -> Callable[[pytest.Item], bool] | None:
         if not self._collecting_known:
             self._collecting_known = True
             if self.state.shard is None and not self.on_worker:
                 self._while_collecting = pytest_internals.selected_as_collected(self.config)
-        will_run = self._while_collecting
-        if will_run is None or self.outstanding + len(self._collected) >= self.state.send_ahead:
-            return
-        if item.session.testsfailed:  # a collection error: pytest runs no item
-            self._while_collecting = None
-            return
-        if item.nodeid in self.scheduled_items or pytest_internals.skip_mark(item) is not None:
-            return
-        if plan.family.first_requests is None or plan.model.kind not in ("llm", "ensemble"):
-            return  # an embedder's texts are embedded in one batch when the run reaches them
-        if not will_run(item):
-            return
+        return self._while_collecting
+
+    def _selected_as_parametrized(self) -> Callable[[Iterable[str]], bool] | None:
+        if not self._parametrizing_known:
+            self._parametrizing_known = True
+            if self._selected_as_collected() is not None:
+                self._while_parametrizing = pytest_internals.selected_as_parametrized(self.config)
+        return self._while_parametrizing
+
+    def _room_early(self) -> bool:
+        return self._while_collecting is not None and self.outstanding + len(self._collected) < self.state.send_ahead
+
+    def _send_early(self, nodeid: str, plan: ItemPlan, session: pytest.Session) -> bool:
+        """Send an item's first requests during collection (batched, see `collected`); whether
+        they went or wait in the batch."""
+        if session.testsfailed:  # a collection error: pytest runs no item
+            self._while_collecting = self._while_parametrizing = None
+            return False
+        if plan.skip_reason or plan.family.first_requests is None or plan.model.kind not in ("llm", "ensemble"):
+            return False  # an embedder's texts are embedded in one batch when the run reaches them
         try:
             self.state.store.prepare(plan.family.name)
         except StorageError:
-            self._while_collecting = None  # the item's setup stops the run, with one line
-            return
-        self.session = item.session
-        self.scheduled_items.add(item.nodeid)
+            self._while_collecting = self._while_parametrizing = None  # the item's setup stops the run
+            return False
+        self.session = session
+        self.scheduled_items.add(nodeid)
         mine = list(self._requests([plan]))
         if mine:
-            self.ahead[item.nodeid] = mine
+            self.ahead[nodeid] = mine
             self._collected += mine
         if len(self._collected) >= max(1, self.outstanding):
-            self.collection_finished()
+            self._send_collected()
+        return True
 
     def collection_finished(self) -> None:
-        """Send the requests of the items collected that are not sent yet."""
+        """At the end of collection: the requests of the items collected that are not sent yet
+        go, and an item sent for as it was parametrized that pytest built under another id (a
+        plugin's, a duplicate's) is dropped; the item itself is scheduled as any other."""
+        self._send_collected()
+        self._while_collecting = self._while_parametrizing = None
+        self._forget(self._unbuilt)
+        self._unbuilt = set()
+
+    def _send_collected(self) -> None:
         requests, self._collected = self._collected, []
         if requests:
             self._send(requests)
@@ -149,12 +207,15 @@ class Scheduler:
     def forget(self, items: list[pytest.Item]) -> None:
         """Items pytest dropped after their requests went (`pytest_deselected`): they will not
         run, so their answers no longer count as held ahead."""
-        for item in items:
-            if item.nodeid not in self.scheduled_items:
+        self._forget(item.nodeid for item in items)
+
+    def _forget(self, nodeids: Iterable[str]) -> None:
+        for nodeid in nodeids:
+            if nodeid not in self.scheduled_items:
                 continue
-            self.scheduled_items.discard(item.nodeid)
-            self.texts_ahead.discard(item.nodeid)
-            dropped = {id(request) for request in self.ahead.pop(item.nodeid, ())}
+            self.scheduled_items.discard(nodeid)
+            self.texts_ahead.discard(nodeid)
+            dropped = {id(request) for request in self.ahead.pop(nodeid, ())}
             unsent = len(self._collected)
             self._collected = [request for request in self._collected if id(request) not in dropped]
             unsent -= len(self._collected)
