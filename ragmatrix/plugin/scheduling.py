@@ -138,6 +138,8 @@ class Scheduler:
         names = pytest_internals.names_before_built(definition)
 
         def offer(ident: str, plan: ItemPlan, marks: list[pytest.MarkDecorator]) -> bool:
+            if not _asked_ahead(plan):
+                return True  # an embedder's texts are embedded in one batch when the run reaches them
             nodeid = f"{definition.nodeid}[{ident}]"  # as pytest names the item it builds
             mark_names = [mark.name for mark in marks]
             if nodeid not in self.scheduled_items and "skip" not in mark_names:
@@ -173,7 +175,7 @@ class Scheduler:
         if session.testsfailed:  # a collection error: pytest runs no item
             self._while_collecting = self._while_parametrizing = None
             return False
-        if plan.skip_reason or plan.family.first_requests is None or plan.model.kind not in ("llm", "ensemble"):
+        if plan.skip_reason or not _asked_ahead(plan):
             return False  # an embedder's texts are embedded in one batch when the run reaches them
         try:
             self.state.store.prepare(plan.family.name)
@@ -400,6 +402,11 @@ class Scheduler:
                 first.add_done_callback(lambda _: self._statistics_meanwhile())
 
         aio.run(start_all())
+
+
+def _asked_ahead(plan: ItemPlan) -> bool:
+    """Does the item declare requests that go ahead of it, during collection too?"""
+    return plan.family.first_requests is not None and plan.model.kind in ("llm", "ensemble")
 
 
 def scheduler(config: pytest.Config, state: BenchmarkState) -> Scheduler:
