@@ -303,8 +303,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 marks.append(cached)
             ident = f"{spec.id}-{case.id}"
             params.append(pytest.param(spec, case, id=ident, marks=marks))
-            if send_early is not None and not send_early(ident, plan, marks):
-                send_early = None  # as many as may go ahead have gone
+            if send_early is not None and len(marks) == 1 and not send_early(ident, plan, marks):
+                send_early = None  # as many as may go ahead have gone (a cached or skipped item goes not)
     if not params:
         any_case = any(predicate is None or predicate(c) for c in state.suite.cases.get(name, []))
         reason = f"no {kind} in the matrix (see the session header)" if any_case else f"no {name} cases"
