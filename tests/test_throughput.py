@@ -102,11 +102,16 @@ def pytest_collection_modifyitems(config, items):
 """
 
 
-def sent_when_collected(pytester: pytest.Pytester, *args: str) -> int:
-    write(pytester.path / "collection_end.py", COLLECTION_END)
+def count_written(pytester: pytest.Pytester, plugin: str, source: str, written: str, *args: str) -> int:
+    """Run with a plugin of the project's (`source`), and read the count it wrote."""
+    write(pytester.path / f"{plugin}.py", source)
     pytester.syspathinsert()
-    run(pytester, "-p", "collection_end", *args)
-    return int((pytester.path / "sent_when_collected.txt").read_text())
+    run(pytester, "-p", plugin, *args)
+    return int((pytester.path / written).read_text())
+
+
+def sent_when_collected(pytester: pytest.Pytester, *args: str) -> int:
+    return count_written(pytester, "collection_end", COLLECTION_END, "sent_when_collected.txt", *args)
 
 
 def test_the_first_requests_go_out_while_the_items_are_still_collected(bench, server):
@@ -154,10 +159,7 @@ def pytest_collection_finish(session):
 
 
 def sent_when_built(pytester: pytest.Pytester, *args: str) -> int:
-    write(pytester.path / "when_built.py", WHEN_BUILT)
-    pytester.syspathinsert()
-    run(pytester, "-p", "when_built", *args)
-    return int((pytester.path / "sent_when_built.txt").read_text())
+    return count_written(pytester, "when_built", WHEN_BUILT, "sent_when_built.txt", *args)
 
 
 def test_the_first_requests_go_out_before_pytest_builds_the_items(bench, server):
