@@ -13,7 +13,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from ragmatrix import cost
+from ragmatrix import cost, stats
 from ragmatrix.cost.device import Device, this_cpu
 
 if TYPE_CHECKING:
@@ -56,6 +56,7 @@ class BM25Index:
         self.owner = owner  # the retriever, to which each query's scoring time is reported
         self._model: Any = None
         if documents:
+            stats.settled()  # bm25s imports scipy.sparse
             import bm25s
 
             self._model = bm25s.BM25(k1=K1, b=B, method="lucene")

@@ -347,14 +347,14 @@ class Scheduler:
             _, all_queries, all_documents = texts.setdefault(group, (model, [], []))
             all_queries += queries
             all_documents += documents
-        if texts:
-            self._statistics_meanwhile()  # a local model's encode leaves the other core to it
         for (_, family, variant), (model, queries, documents) in texts.items():
             try:
                 with cost.working_on(family, variant):
                     model.prefetch(queries, documents)
             except Exception:  # each item then embeds its own texts and records what fails
                 continue
+        if texts:  # after the models' own imports (`stats.settled`), while their items run
+            self._statistics_meanwhile()
 
     def _statistics_meanwhile(self) -> None:
         """The controller prints the leaderboard, whose intervals need scipy: its import runs on

@@ -42,18 +42,32 @@ def version_of(folder: Path) -> str:
 def import_meanwhile() -> None:
     """Import scipy.stats on a background thread, once, while the process waits for something
     else (answers from a server): the leaderboard's intervals need it at the end, and its import
-    costs about a second of CPU that the waiting leaves idle. An import of it elsewhere later
-    waits for this one to finish (Python's import lock) instead of starting again."""
-    if "scipy.stats" in sys.modules or _warming.is_set():
+    costs about a second of CPU that the waiting leaves idle. Code of this package that needs
+    scipy, or a library that imports it (a local model's), waits for it first (`settled`)."""
+    global _warming
+    if "scipy.stats" in sys.modules or _warming is not None:
         return
-    _warming.set()
     # Not a daemon: the interpreter waits for it before it finalises. A daemon thread frozen
     # mid-import at exit (a run ended by Ctrl-C within the second) keeps Python's import lock,
     # and the next import, in any object's __del__ at shutdown, waits for it forever.
-    threading.Thread(target=_import_scipy_stats, name="ragmatrix-import-scipy").start()
+    _warming = threading.Thread(target=_import_scipy_stats, name="ragmatrix-import-scipy")
+    _warming.start()
 
 
-_warming = threading.Event()  # the background import has been started in this process
+_warming: threading.Thread | None = None  # the background import, once started in this process
+
+
+def settled() -> None:
+    """Wait for the background import of scipy.stats, if one is under way, before importing
+    scipy or a library that imports it. Two threads importing scipy's modules at once, each
+    from its own end (scipy.stats here, scipy.sparse from bm25s there), can wait on each other's
+    module locks; Python then breaks the cycle by failing one of the imports, or by handing one
+    thread a module still being made."""
+    warming = _warming
+    if warming is None or warming is threading.current_thread():
+        return
+    while warming.is_alive():  # in steps: a Ctrl-C is handled only once this thread wakes
+        warming.join(0.1)
 
 
 def _import_scipy_stats() -> None:
@@ -61,7 +75,13 @@ def _import_scipy_stats() -> None:
     # 0.1 s of CPU waiting for work (2^28 cycles) before it sleeps: told to sleep at once, they
     # cost 0.2 to 0.3 s of CPU less per run on 2 cores (`docs/scale.md`). A user's setting wins.
     os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+    before = set(sys.modules)
     try:
         import scipy.stats  # noqa: F401
-    except Exception:  # noqa: S110 - the code that needs it imports it again and reports the failure
-        pass
+    except Exception:  # the code that needs it imports it again, and reports any failure
+        # What this import made of scipy.stats goes too: a submodule made in full keeps the
+        # package it was made under, and a later import would find the new package's parts
+        # missing through it.
+        for name in [n for n in list(sys.modules) if n not in before]:
+            if name == "scipy.stats" or name.startswith("scipy.stats."):
+                sys.modules.pop(name, None)

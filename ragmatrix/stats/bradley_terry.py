@@ -27,6 +27,8 @@ import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ragmatrix.stats import settled
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -126,6 +128,8 @@ def fit(
     Raises FitError when the optimiser stops short of its convergence test: a strength that
     has not converged is never returned as if it had."""
     import numpy as np
+
+    settled()
     from scipy.optimize import minimize
 
     if n == 0:

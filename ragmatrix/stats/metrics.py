@@ -7,9 +7,12 @@ import math
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TypeVar
 
+from ragmatrix.stats import settled
+
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Wilson score interval for a proportion."""
+    settled()
     from scipy.stats import binomtest
 
     interval = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
@@ -19,6 +22,8 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
 def bootstrap_interval(values: Sequence[float], confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean (seeded, so reports are reproducible)."""
     import numpy as np
+
+    settled()
     from scipy.stats import bootstrap
 
     data = np.asarray(values, dtype=float)
@@ -40,6 +45,8 @@ def cluster_bootstrap_interval(
     is the pooled mean of the resampled groups, so it equals the plain mean on the data.
     """
     import numpy as np
+
+    settled()
     from scipy.stats import bootstrap
 
     sums = np.asarray([sum(g) for g in groups], dtype=float)
@@ -138,6 +145,7 @@ def pairwise_accuracy(system: Mapping[K, float], truth: Mapping[K, float]) -> fl
 def kendall_tau_b(system: Sequence[float], truth: Sequence[float]) -> float | None:
     """Kendall's tau-b (scipy), which corrects for ties on both sides; None where it is
     undefined (one side constant)."""
+    settled()
     from scipy.stats import kendalltau
 
     tau = float(kendalltau(system, truth, variant="b").statistic)

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ragmatrix.stats import settled
+
 ALPHA = 0.05
 MCNEMAR = "McNemar (exact)"
 PERMUTATION = "paired permutation"
@@ -42,6 +44,7 @@ def mcnemar_exact(a: Sequence[float], b: Sequence[float]) -> PairedTest:
     only_b = sum(1 for x, y in zip(a, b, strict=True) if x == 0 and y == 1)
     p = 1.0
     if only_a + only_b:
+        settled()
         from scipy.stats import binomtest
 
         p = float(binomtest(only_a, only_a + only_b, 0.5).pvalue)
@@ -56,6 +59,8 @@ def paired_permutation(a: Sequence[float], b: Sequence[float], resamples: int = 
     if all(d == 0 for d in differences):
         return PairedTest(PERMUTATION, len(a), 0.0, 1.0)
     import numpy as np
+
+    settled()
     from scipy.stats import permutation_test
 
     def mean_difference(x: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from ragmatrix import stats
 from ragmatrix.cost.device import Device
 from ragmatrix.models import st_backends
 from ragmatrix.models.client import ModelError
@@ -59,6 +60,7 @@ class CrossEncoderReranker(RerankProvider):
     @property
     def model(self) -> Any:
         if self._model is None:
+            stats.settled()  # sentence-transformers imports parts of scipy
             from sentence_transformers import CrossEncoder
 
             limit = {"max_length": self.spec.max_seq_length} if self.spec.max_seq_length else {}

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from ragmatrix import stats
 from ragmatrix.cost import device as devices
 from ragmatrix.cost.device import Device
 from ragmatrix.models import st_backends
@@ -156,6 +157,7 @@ class SentenceTransformersEmbedding(EmbeddingProvider):
     @property
     def model(self) -> Any:
         if self._model is None:
+            stats.settled()  # sentence-transformers imports parts of scipy
             from sentence_transformers import SentenceTransformer
 
             path = self.spec.local_path()
