@@ -188,6 +188,8 @@ def test_the_statistics_import_runs_on_a_thread_while_answers_are_awaited():
         "stats.import_meanwhile()\n"
         "threads = [t for t in threading.enumerate() if t.name == 'ragmatrix-import-scipy']\n"
         "assert len(threads) <= 1, threads\n"
+        "stats.settled()\n"  # code that needs scipy waits for the thread's import to end
+        "assert not any(t.is_alive() for t in threads) and 'scipy.stats' in sys.modules\n"
         "import scipy.stats\n"  # waits for the thread's import instead of starting another
         "assert scipy.stats.bootstrap is not None\n"
         "import os\n"
