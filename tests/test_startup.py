@@ -179,9 +179,10 @@ def test_the_statistics_import_runs_on_a_thread_while_answers_are_awaited():
     """The controller starts importing scipy.stats when it sends the LLM requests ahead, so that
     the leaderboard's intervals at the end do not wait for the import; once, and never twice.
     numpy's OpenBLAS threads, started by that import, are told to sleep at once instead of
-    spinning (a user's own setting wins)."""
+    spinning (a user's own setting wins). What the import made is kept out of the cyclic
+    garbage collector's walks: it lives to the process's end."""
     code = (
-        "import sys, threading\n"
+        "import gc, sys, threading\n"
         "from ragmatrix import stats\n"
         "assert 'scipy.stats' not in sys.modules\n"
         "stats.import_meanwhile()\n"
@@ -190,6 +191,8 @@ def test_the_statistics_import_runs_on_a_thread_while_answers_are_awaited():
         "assert len(threads) <= 1, threads\n"
         "stats.settled()\n"  # code that needs scipy waits for the thread's import to end
         "assert not any(t.is_alive() for t in threads) and 'scipy.stats' in sys.modules\n"
+        "made = id(sys.modules['scipy.stats'].__dict__)\n"  # frozen: in no generation the collector walks
+        "assert gc.get_freeze_count() > 0 and all(id(o) != made for o in gc.get_objects())\n"
         "import scipy.stats\n"  # waits for the thread's import instead of starting another
         "assert scipy.stats.bootstrap is not None\n"
         "import os\n"
