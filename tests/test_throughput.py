@@ -196,6 +196,51 @@ def test_an_item_built_under_another_id_than_the_one_it_was_sent_by_is_not_held_
     assert len([r for r in server.requests if r["path"].endswith("chat/completions")]) == 4
 
 
+# A plugin that writes down, as each item is about to run (once it has topped up what is sent
+# ahead), how many items are held ahead (sent for, not run yet, itself included) and how many of
+# those have no result key worked out yet.
+KEYS_AHEAD = """
+import json
+
+from ragmatrix.plugin import runner, scheduling
+from ragmatrix.plugin.session import STATE_KEY
+
+ITEMS, SEEN = {}, []
+before = scheduling.Scheduler.before
+
+
+def recorded(self, item, plan):
+    before(self, item, plan)
+    state = item.config.stash[STATE_KEY]
+    held = [runner.plan_for(ITEMS[nodeid], state) for nodeid in self.ahead]
+    SEEN.append([len(held), sum(1 for plan in held if "key" not in vars(plan))])
+
+
+def pytest_collection_finish(session):
+    ITEMS.update((item.nodeid, item) for item in session.items)
+    scheduling.Scheduler.before = recorded
+
+
+def pytest_unconfigure(config):
+    scheduling.Scheduler.before = before
+    with open("keys_ahead.json", "w") as out:
+        json.dump(SEEN, out)
+"""
+
+
+def test_the_result_keys_of_items_sent_ahead_are_worked_out_with_their_requests(bench, server):
+    # Worked out between an item's other work, a key cost about three times its CPU: the keys
+    # of the items held ahead are worked out in a batch, once their requests have gone.
+    write(bench.path / "keys_ahead.py", KEYS_AHEAD)
+    bench.syspathinsert()
+    run(bench, "-p", "keys_ahead", "-k", "scripted", "--send-ahead", "2").assert_outcomes(passed=LLM_ITEMS)
+    seen = json.loads((bench.path / "keys_ahead.json").read_text())
+    assert len(seen) == LLM_ITEMS
+    assert all(held >= 1 for held, _ in seen)  # its own requests at least: the check means something
+    assert max(held for held, _ in seen) == 2  # and others' (--send-ahead 2)
+    assert [unkeyed for _, unkeyed in seen] == [0] * LLM_ITEMS
+
+
 @pytest.mark.parametrize(
     ("dropping", "asked"),
     [(("-p", "drops_earth"), LLM_ITEMS - 2), (("-m", "not slow"), LLM_ITEMS)],
