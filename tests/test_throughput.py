@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 from collections import Counter
 
@@ -569,6 +570,48 @@ def test_items_are_recorded_while_later_answers_are_still_on_their_way(bench, se
     run(bench, "-k", "scripted").assert_outcomes(passed=LLM_ITEMS)
     assert released_by_a_row == [True]
     assert len(rows(bench)) == LLM_ITEMS
+
+
+def test_items_that_wait_for_their_answers_take_the_next_few_together(bench, server, monkeypatch):
+    """Against a server slower than the items, each item would wait for its own answer, and the
+    items' thread would be woken once per item (its work then ran on cold caches). Having
+    waited, an item lets a few more answers settle, while the server has plenty more queued,
+    and the items after it find theirs there."""
+    from ragmatrix.models import chat
+
+    cases = 96
+    write(bench.path / "benchmark/data/rag_interpretation_data.yaml", many_cases(cases))
+    settings(bench, server, concurrency=1)  # answers come one at a time
+    server.latency = 0.01
+    woken: list[int] = []
+
+    class Counted(threading.Condition):
+        def wait(self, timeout: float | None = None) -> bool:
+            notified = super().wait(timeout)  # not on a timeout, this thread's look for a Ctrl-C
+            if notified and threading.current_thread() is threading.main_thread():
+                woken.append(1)
+            return notified
+
+    built = chat.LLM.__init__
+
+    def counting(self: chat.LLM, *args: object, **kwargs: object) -> None:
+        built(self, *args, **kwargs)  # type: ignore[arg-type]
+        self._answer_came = Counted()
+
+    monkeypatch.setattr(chat.LLM, "__init__", counting)
+    run(bench, "-k", "scripted", "--run-all", "--no-response-cache").assert_outcomes(passed=cases)
+    assert server.count() == cases  # each asked once, ahead of its item
+    assert len(woken) <= cases // 2, len(woken)  # about one wait in nine items, not one an item
+
+
+def many_cases(count: int) -> str:
+    """`count` relevance cases of the RAG family, each its own question."""
+    return "rag_interpretation:\n" + "".join(
+        f"  - case: capital_{number}\n    input:\n      prompt: What is the capital of Australia (#{number})?\n"
+        "      instruction: Judge the fragment for relevance. Answer yes or no.\n"
+        "      fragments: [Canberra is the capital city of Australia.]\n    expected: {answer: 'yes'}\n"
+        for number in range(count)
+    )
 
 
 def test_an_explicit_answer_of_more_than_a_few_words_is_a_format_violation():

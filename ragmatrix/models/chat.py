@@ -36,6 +36,9 @@ MAX_ANSWER_CHARS = 16 * 1024
 # An answer is cut before its secrets are taken out (redacting 200 MB would take minutes), with
 # this many characters to spare: a secret shorter than this, cut in two, is dropped whole.
 REDACTION_MARGIN = 4 * 1024
+# How many more of a model's answers an item that had to wait for its own lets settle before it
+# goes on, where the model's server has plenty queued beyond them (`_sent_ahead_answers`).
+ANSWERS_TAKEN_TOGETHER = 8
 
 
 class CutAnswer(str):
@@ -100,8 +103,13 @@ class LLM:
         self._sent_keys: dict[tuple[int, int], tuple[Messages, str]] = {}
         # `prefetch` and `achat` run on the run's loop, `left_unused` in the caller's thread.
         self._sent_lock = threading.Lock()
-        # Notified on the loop's thread as each request settles (`_sent_ahead_answers`).
+        # Notified on the loop's thread as each request settles (`_sent_ahead_answers`), with
+        # how many have settled and how many are asked and not settled yet (changed on the
+        # loop's thread only).
         self._answer_came = threading.Condition()
+        self._settled = 0
+        self._unsettled = 0
+        self._lingering: tuple[int, int] | None = None  # (settled, busy) it waits for: `_let_more_settle`
         self._first_attempt: asyncio.Event | None = None  # set once the first attempt has ended
         self._secret_names = tuple(sorted(spec.env_names()))
         self._fingerprint: dict[str, Any] | None = None
@@ -173,6 +181,7 @@ class LLM:
         task = self._answers.get(key)
         if task is None:
             task = self._answers[key] = asyncio.ensure_future(self._ask(messages, key))
+            self._unsettled += 1
             task.add_done_callback(_retrieve)
             task.add_done_callback(self._announce)
         return task
@@ -222,6 +231,7 @@ class LLM:
                     # Never one wait without a timeout: a Ctrl-C is handled only once this
                     # thread wakes (see `LoopThread.run`).
                     self._answer_came.wait(SIGNAL_CHECK_S)
+                self._let_more_settle(waiting[0].get_loop())
         answers: list[tuple[str, Answer]] = []
         for key, task in zip(keys, tasks, strict=True):
             assert task is not None
@@ -230,10 +240,33 @@ class LLM:
             answers.append((key, task.result()))
         return answers
 
+    def _let_more_settle(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Having waited for its answers, an item waits for `ANSWERS_TAKEN_TOGETHER` more, while
+        the model's server has at least twice its concurrency asked and unanswered (so it never
+        idles for it, and the answers' latency is the server's): the items after it are waiting
+        for theirs too, and now run one after another. Woken once per item instead, this thread
+        ran each item's work with caches the loop's thread and the server had used meanwhile:
+        about 0.5 ms of CPU an item against 0.2 ms (960 prompts at 16 connections, a server
+        slower than the items). Called holding `_answer_came`."""
+        self._lingering = (self._settled + ANSWERS_TAKEN_TOGETHER, 2 * self.spec.concurrency)
+        try:
+            while not self._lingered() and loop.is_running():
+                self._answer_came.wait(SIGNAL_CHECK_S)
+        finally:
+            self._lingering = None
+
+    def _lingered(self) -> bool:
+        goal, busy = self._lingering or (0, 0)
+        return self._settled >= goal or self._unsettled < busy + goal - self._settled
+
     def _announce(self, _: asyncio.Task[Answer]) -> None:
-        """On the loop's thread, as a request settles: wake a caller waiting for its answer."""
+        """On the loop's thread, as a request settles: wake a caller waiting for its answer, or,
+        while it lets more answers settle, once they have."""
         with self._answer_came:
-            self._answer_came.notify_all()
+            self._settled += 1
+            self._unsettled -= 1
+            if self._lingering is None or self._lingered():
+                self._answer_came.notify_all()
 
     async def _ask(self, messages: Messages, key: str) -> Answer:
         hit = self.cache.get(key) if self.cache is not None else None
