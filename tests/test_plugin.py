@@ -365,7 +365,25 @@ def leaderboard_lines(result: pytest.RunResult) -> list[str]:
 KEYS_AT_COLLECTION = """
 import pytest
 
+from ragmatrix.plugin import scheduling
 from ragmatrix.plugin.session import get_state
+
+send = scheduling.Scheduler._send
+BEFORE_FIRST_REQUESTS = []
+
+
+def recorded(self, requests):
+    if not BEFORE_FIRST_REQUESTS:
+        BEFORE_FIRST_REQUESTS.append(sum("key" in vars(plan) for plan in self.state.plans.values()))
+    send(self, requests)
+
+
+def pytest_configure(config):
+    scheduling.Scheduler._send = recorded
+
+
+def pytest_unconfigure(config):
+    scheduling.Scheduler._send = send
 
 
 @pytest.hookimpl(trylast=True)
@@ -375,25 +393,31 @@ def pytest_collection_finish(session):
     for plan in plans:
         keyed[plan.model.id] += "key" in vars(plan)
     shown = ", ".join(f"{model} {count}" for model, count in sorted(keyed.items()))
-    session.config.pluginmanager.get_plugin("terminalreporter").write_line(f"keyed at collection: {shown}")
+    first = BEFORE_FIRST_REQUESTS[0] if BEFORE_FIRST_REQUESTS else "no request"
+    session.config.pluginmanager.get_plugin("terminalreporter").write_line(
+        f"keyed at collection: {shown}; before the first requests: {first}"
+    )
 """
 
 
 def test_an_items_key_is_worked_out_at_collection_only_where_its_model_has_results(bench, server):
     """A model with no result stored needs no key to know that its items are not cached: a first
-    run, or a model just added, works each item's key out as the item runs, after the first
-    requests; a model with results has its items keyed at collection, and they are cached."""
+    run, or a model just added, works an item's key out after the first requests, once its own
+    have gone (the LLM's items, sent as they were collected, at collection's end; the embedder's
+    as they run); a model with results has its items keyed at collection, and they are cached."""
     write(bench.path / "conftest.py", KEYS_AT_COLLECTION)
     first = run(bench)
     first.assert_outcomes(passed=ALL_ITEMS)
-    first.stdout.fnmatch_lines(["keyed at collection: bow 0, scripted 0"])
+    first.stdout.fnmatch_lines([f"keyed at collection: bow 0, scripted {LLM_ITEMS}; before the first requests: 0"])
     stored = rows(bench)
     assert len({row["key"] for row in stored}) == len(stored) == ALL_ITEMS  # every key worked out
     scripted_only = [row for row in stored if row["model"] == "scripted"]
     store = bench.path / "benchmark/results/rag_interpretation.jsonl"
     store.write_text("".join(json.dumps(row) + "\n" for row in scripted_only))
     second = run(bench)
-    second.stdout.fnmatch_lines([f"keyed at collection: bow 0, scripted {len(scripted_only)}"])
+    second.stdout.fnmatch_lines(
+        [f"keyed at collection: bow 0, scripted {len(scripted_only)}; before the first requests: no request"]
+    )
     assert_outcomes(second, cached=len(scripted_only), passed=ALL_ITEMS - len(scripted_only))
 
 
