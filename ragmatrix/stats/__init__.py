@@ -80,10 +80,12 @@ def _import_scipy_stats() -> None:
     try:
         import scipy.stats  # noqa: F401
 
-        # What the import made (numpy's and scipy's modules, tens of thousands of objects) lives
-        # to the process's end: out of the cyclic collector's walks, as collection's end does for
-        # the items (`hooks.pytest_collection_finish`). Each full collection during the run, and
-        # the two at pytest's exit, walked all of it again: 70 to 85 ms of CPU per run.
+        # What the import made (numpy's and scipy's modules, about 50,000 objects) lives to the
+        # process's end: out of the cyclic collector's walks, as collection's end does for the
+        # items (`hooks.pytest_collection_finish`). Each full collection during the run, and the
+        # two at pytest's exit, walked all of it again: about 70 to 90 ms of CPU per run. The
+        # freeze takes every object alive now, the run's few in flight too; the garbage among
+        # them waits for a later session in the process, which unfreezes them.
         gc.freeze()
     except Exception:  # the code that needs it imports it again, and reports any failure
         # What this import made of scipy.stats goes too: a submodule made in full keeps the
