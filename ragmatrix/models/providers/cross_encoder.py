@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ragmatrix import stats
 from ragmatrix.cost.device import Device
+from ragmatrix.foundations import collector
 from ragmatrix.models import st_backends
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.fingerprint import directory_fingerprint
@@ -61,22 +62,23 @@ class CrossEncoderReranker(RerankProvider):
     def model(self) -> Any:
         if self._model is None:
             stats.settled()  # sentence-transformers imports parts of scipy
-            from sentence_transformers import CrossEncoder
-
-            limit = {"max_length": self.spec.max_seq_length} if self.spec.max_seq_length else {}
-            path = self.spec.local_path()
-            if self.spec.backend != "torch":
-                if path is None:
-                    raise ModelError(f"backend {self.spec.backend} exports a model folder, and {path} is not one")
-                backend, quantization = self.spec.backend, self.spec.quantization
-                self._export = st_backends.exported(
-                    CrossEncoder, path, directory_fingerprint(path), backend, quantization
-                )
-                self._model = st_backends.load(CrossEncoder, self._export, **limit)
-            else:
-                source = str(path) if path is not None else str(self.spec.sentence_transformers)
-                self._model = CrossEncoder(source, device=pick_device(self.spec.device), **limit)
+            with collector.made_to_last():  # the libraries and the model live to the run's end
+                self._model = self._loaded()
         return self._model
+
+    def _loaded(self) -> Any:
+        from sentence_transformers import CrossEncoder
+
+        limit = {"max_length": self.spec.max_seq_length} if self.spec.max_seq_length else {}
+        path = self.spec.local_path()
+        if self.spec.backend != "torch":
+            if path is None:
+                raise ModelError(f"backend {self.spec.backend} exports a model folder, and {path} is not one")
+            backend, quantization = self.spec.backend, self.spec.quantization
+            self._export = st_backends.exported(CrossEncoder, path, directory_fingerprint(path), backend, quantization)
+            return st_backends.load(CrossEncoder, self._export, **limit)
+        source = str(path) if path is not None else str(self.spec.sentence_transformers)
+        return CrossEncoder(source, device=pick_device(self.spec.device), **limit)
 
     def load(self) -> None:
         self.model  # noqa: B018 - loaded before the clock starts: a load is not a reranking

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field
 
 from ragmatrix.cost.device import Device, remote
+from ragmatrix.foundations import collector
 from ragmatrix.foundations.secrets import redact
 from ragmatrix.models import aio
 from ragmatrix.models.chat import ChatProvider
@@ -107,18 +108,19 @@ FIRST_REQUEST_MODULES = (
 
 def import_litellm() -> Any:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
+    with collector.made_to_last():  # litellm's modules live to the run's end
+        import litellm
 
-    litellm.suppress_debug_info = True
-    litellm.telemetry = False
-    # Embedding calls ignore max_retries=0 and fall back to this default; retries belong to
-    # ragmatrix.models.client alone.
-    litellm.DEFAULT_MAX_RETRIES = 0  # type: ignore[misc]
-    for module in FIRST_REQUEST_MODULES:
-        try:
-            importlib.import_module(module)
-        except ImportError:  # another litellm release: its first request imports what it needs
-            pass
+        litellm.suppress_debug_info = True
+        litellm.telemetry = False
+        # Embedding calls ignore max_retries=0 and fall back to this default; retries belong to
+        # ragmatrix.models.client alone.
+        litellm.DEFAULT_MAX_RETRIES = 0  # type: ignore[misc]
+        for module in FIRST_REQUEST_MODULES:
+            try:
+                importlib.import_module(module)
+            except ImportError:  # another litellm release: its first request imports what it needs
+                pass
     from ragmatrix.foundations.secrets import guard_logging
 
     guard_logging()  # litellm adds log handlers of its own

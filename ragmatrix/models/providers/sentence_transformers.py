@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 from ragmatrix import stats
 from ragmatrix.cost import device as devices
 from ragmatrix.cost.device import Device
+from ragmatrix.foundations import collector
 from ragmatrix.models import st_backends
 from ragmatrix.models.embedder import EmbeddingModel, EmbeddingProvider
 from ragmatrix.models.fingerprint import directory_fingerprint
@@ -158,22 +159,25 @@ class SentenceTransformersEmbedding(EmbeddingProvider):
     def model(self) -> Any:
         if self._model is None:
             stats.settled()  # sentence-transformers imports parts of scipy
-            from sentence_transformers import SentenceTransformer
-
-            path = self.spec.local_path()
-            if self.spec.backend != "torch" and path is not None:
-                fingerprint = directory_fingerprint(path)
-                self._export = st_backends.exported(
-                    SentenceTransformer, path, fingerprint, self.spec.backend, self.spec.quantization
-                )
-                model = st_backends.load(SentenceTransformer, self._export)
-            else:
-                source = str(path) if path is not None else str(self.spec.sentence_transformers)
-                model = SentenceTransformer(source, device=pick_device(self.spec.device))
+            with collector.made_to_last():  # the libraries and the model live to the run's end
+                model = self._loaded()
             if self.spec.max_seq_length:
                 model.max_seq_length = self.spec.max_seq_length
             self._model = model
         return self._model
+
+    def _loaded(self) -> Any:
+        from sentence_transformers import SentenceTransformer
+
+        path = self.spec.local_path()
+        if self.spec.backend != "torch" and path is not None:
+            fingerprint = directory_fingerprint(path)
+            self._export = st_backends.exported(
+                SentenceTransformer, path, fingerprint, self.spec.backend, self.spec.quantization
+            )
+            return st_backends.load(SentenceTransformer, self._export)
+        source = str(path) if path is not None else str(self.spec.sentence_transformers)
+        return SentenceTransformer(source, device=pick_device(self.spec.device))
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return self.model.encode(
