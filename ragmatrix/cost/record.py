@@ -26,7 +26,7 @@ from pydantic import ConfigDict, Field
 
 from ragmatrix.cost.histogram import LatencyHistogram
 from ragmatrix.cost.price import AnyPrice, Price
-from ragmatrix.foundations.data_model import DataModel
+from ragmatrix.foundations.data_model import DataModel, empty_list
 
 COST_VERSION = 2
 
@@ -70,7 +70,7 @@ class CostRecord(DataModel):
     parameters: int | None = None
     first_measured: str | None = None
     last_measured: str | None = None
-    sessions: list[str] = Field(default_factory=list)
+    sessions: list[str] = Field(default_factory=empty_list)
     # A model on a server: what the server told of itself ("server": host:port, "model": the id
     # it serves, "engine", "worker", "gpus", "memory"), as `ragmatrix.cost.device.Device.about`.
     server: dict[str, str] = Field(default_factory=dict)

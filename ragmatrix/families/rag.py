@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from ragmatrix.foundations.data_model import DataModel
+from ragmatrix.foundations.data_model import DataModel, empty_list
 from ragmatrix.models.protocols import ChatModel, Messages, Model, Retriever
 from ragmatrix.results.rows import Iteration, Row
 from ragmatrix.seam.case import Case
@@ -139,8 +139,8 @@ class RagExpected(DataModel):
     # How an implicit case is checked; by default by rules when keywords or forbidden words
     # are given, else by the evaluator LLM.
     check: Literal["rules", "evaluator"] | None = None
-    keywords: list[Keyword] = Field(default_factory=list)
-    forbidden: list[str] = Field(default_factory=list)
+    keywords: list[Keyword] = Field(default_factory=empty_list)
+    forbidden: list[str] = Field(default_factory=empty_list)
     # Replaces the evaluator's instruction for this case; `{question}` is the case's question.
     evaluator_instruction: str | None = Field(default=None, min_length=1)
 

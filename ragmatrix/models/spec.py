@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from ragmatrix.cost.price import AnyPrice, Price, SearchPrice
-from ragmatrix.foundations.data_model import DataModel
+from ragmatrix.foundations.data_model import DataModel, empty_list
 
 if TYPE_CHECKING:
     from urllib.parse import SplitResult
@@ -130,7 +130,7 @@ class ModelSpec(DataModel):
     id: str = Field(pattern=ID_PATTERN)
     kind: Kind  # a retriever scores documents but has no vectors
     description: str = ""
-    requires_env: list[str] = Field(default_factory=list)
+    requires_env: list[str] = Field(default_factory=empty_list)
     # Settings that do not change outputs.
     concurrency: int = Field(default=4, ge=1)
     timeout: float = Field(default=60.0, gt=0)

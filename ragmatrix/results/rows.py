@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from ragmatrix.foundations.data_model import DataModel
+from ragmatrix.foundations.data_model import DataModel, empty_list
 
 Number = int | float
 
@@ -107,7 +107,7 @@ class Row(DataModel):
     status: Literal["ok", "error"]
     # An item with any error has no score: a partial mean would hide the failure.
     score: Number | None = None
-    iterations: list[Iteration] = Field(default_factory=list)
+    iterations: list[Iteration] = Field(default_factory=empty_list)
     n_iterations: int | None = None
     errors: int = 0
     invalid: int = 0

@@ -36,7 +36,7 @@ from pathlib import Path
 from pydantic import ConfigDict, Field, model_validator
 
 from ragmatrix.foundations.context import RunContext, current
-from ragmatrix.foundations.data_model import DataModel
+from ragmatrix.foundations.data_model import DataModel, empty_list
 from ragmatrix.foundations.keys import canonical_json
 from ragmatrix.seam.case import CaseInputError
 
@@ -53,7 +53,7 @@ class CorpusSpec(DataModel):
     package: str | None = None
     stdlib: str | None = None
     include: list[str] = Field(default_factory=lambda: ["**/*"], min_length=1)
-    exclude: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=empty_list)
 
     @model_validator(mode="after")
     def one_location(self) -> CorpusSpec:

@@ -37,7 +37,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from ragmatrix.families.code_retrieval.corpus import CorpusSpec, session_corpus
 from ragmatrix.families.code_retrieval.retrieval import resolve_files
-from ragmatrix.foundations.data_model import DataModel
+from ragmatrix.foundations.data_model import DataModel, empty_list
 from ragmatrix.foundations.yamlfile import error_line, field_errors
 from ragmatrix.seam.case import CaseInputError, Skipped
 
@@ -54,7 +54,7 @@ def _errors(error: ValidationError) -> list[str]:
 class Region(DataModel):
     model_config = ConfigDict(extra="forbid")
 
-    keywords: list[str] = Field(default_factory=list)
+    keywords: list[str] = Field(default_factory=empty_list)
     lines: tuple[int, int] | None = None
     file_pattern: str | None = None
 
@@ -69,9 +69,9 @@ class Query(DataModel):
     difficulty: str | None = None
     expected_files: list[str] = Field(min_length=1)
     description: str
-    answer_keywords: list[str] = Field(default_factory=list)
+    answer_keywords: list[str] = Field(default_factory=empty_list)
     answer_lines: tuple[int, int] | None = None
-    answer_regions: list[Region] = Field(default_factory=list)
+    answer_regions: list[Region] = Field(default_factory=empty_list)
 
     @field_validator("query_type")
     @classmethod

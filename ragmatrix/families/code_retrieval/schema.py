@@ -12,7 +12,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from ragmatrix.families.code_retrieval.chunking import Chunking
 from ragmatrix.families.code_retrieval.corpus import CorpusSpec
-from ragmatrix.foundations.data_model import DataModel
+from ragmatrix.foundations.data_model import DataModel, empty_list
 from ragmatrix.seam.case import Case
 
 # Difficulty levels, and the names the Rust embedding benchmark writes for them.
@@ -76,7 +76,7 @@ class AnswerRegion(DataModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    keywords: list[str] = Field(default_factory=list)
+    keywords: list[str] = Field(default_factory=empty_list)
     lines: tuple[int, int] | None = None
     file_pattern: str | None = None
 
@@ -90,7 +90,7 @@ class CodeExpected(DataModel):
     model_config = ConfigDict(extra="forbid")
 
     expected_files: list[str] = Field(min_length=1)  # relative to the corpus root, or a unique suffix
-    answer_keywords: list[str] = Field(default_factory=list)  # case-sensitive
+    answer_keywords: list[str] = Field(default_factory=empty_list)  # case-sensitive
     answer_lines: dict[str, list[tuple[int, int]]] = Field(default_factory=dict)  # file -> line ranges
     # Where given, these alone say where the answer is (any region); [] means no answer ground truth.
     answer_regions: list[AnswerRegion] | None = None
