@@ -385,15 +385,16 @@ ENTRY_POINT_READS = """
 import importlib.metadata, json, sys
 
 reads = []
-_read = importlib.metadata.entry_points
+_distributions = importlib.metadata.distributions
 
-def entry_points(**selection):
-    caller = sys._getframe(1).f_globals.get("__name__", "")
-    if caller.startswith("ragmatrix"):
-        reads.append([caller, selection])
-    return _read(**selection)
+def distributions(**selection):  # every read of the entry points walks them, whoever asks
+    frame = sys._getframe(1)
+    while frame.f_globals.get("__name__", "").startswith("importlib.metadata"):
+        frame = frame.f_back
+    reads.append(frame.f_globals.get("__name__", ""))
+    return _distributions(**selection)
 
-importlib.metadata.entry_points = entry_points
+importlib.metadata.distributions = distributions
 
 def pytest_unconfigure(config):
     with open("entry_point_reads.json", "w") as handle:
@@ -401,15 +402,61 @@ def pytest_unconfigure(config):
 """
 
 
-def test_the_families_and_providers_entry_points_are_read_together_once_per_run(bench):
+def test_the_entry_points_are_read_once_per_run_for_ragmatrixs_groups_and_pydantics_plugins(bench):
     """Each read of installed distributions' entry points walks every distribution's metadata,
-    whichever group it asks for: ragmatrix reads its two groups in one."""
+    whichever group it asks for: ragmatrix reads its two groups in one, and that read tells
+    pydantic that no distribution has a plugin for it, which it would read again otherwise."""
     write(bench.path / "conftest.py", ENTRY_POINT_READS)
     bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "-k", "scripted").assert_outcomes(
         passed=LLM_ITEMS
     )
     reads = json.loads((bench.path / "entry_point_reads.json").read_text())
-    assert reads == [["ragmatrix.foundations.entry_points", {}]]
+    assert [name for name in reads if name.startswith(("ragmatrix", "pydantic"))] == [
+        "ragmatrix.foundations.entry_points"
+    ]
+
+
+PYDANTIC_PLUGIN = """
+class Plugin:
+    def __init__(self):
+        self.seen = []
+
+    def new_schema_validator(self, schema, schema_type, *args, **kwargs):
+        self.seen.append(getattr(schema_type, "__name__", str(schema_type)))
+        return None, None, None
+
+
+plugin = Plugin()
+"""
+
+PLUGIN_SEEN = """
+import sys
+from pathlib import Path
+from ragmatrix.foundations.context import start_run
+from ragmatrix.models.models_file import load_models
+from ragmatrix_pydantic_plugin import plugin
+
+folder = Path(sys.argv[1])
+(folder / "models.yaml").write_text("models:\\n  - {id: bow, kind: embedder, builtin: bow}\\n")
+with start_run(folder):
+    load_models(folder / "models.yaml")  # reads the entry points, then builds a spec's validator
+print(" ".join(plugin.seen))
+"""
+
+
+def test_a_pydantic_plugin_installed_beside_ragmatrix_is_still_loaded(tmp_path):
+    """Where a distribution has a plugin for pydantic, ragmatrix leaves pydantic to load it."""
+    (tmp_path / "ragmatrix_pydantic_plugin.py").write_text(PYDANTIC_PLUGIN)
+    info = tmp_path / "ragmatrix_pydantic_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ragmatrix-pydantic-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[pydantic]\nwatch = ragmatrix_pydantic_plugin:plugin\n")
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    done = subprocess.run(
+        [sys.executable, "-c", PLUGIN_SEEN, str(tmp_path)], capture_output=True, text=True, timeout=120, env=environment
+    )
+    assert done.returncode == 0, done.stderr
+    assert "BagOfWordsSpec" in done.stdout.split()
 
 
 YAML_IMPORTED = """
