@@ -10,6 +10,7 @@ pydantic's question, whether any distribution has a plugin for it (`_no_pydantic
 from __future__ import annotations
 
 import importlib
+import sys
 from importlib.metadata import EntryPoint, entry_points
 
 from ragmatrix.foundations.context import RunContext, current
@@ -34,7 +35,10 @@ def _no_pydantic_plugins() -> None:
     otherwise it walks every distribution's metadata again as it builds its first validator
     (2 to 4 ms of CPU before a run's first request, for the models file's entries). Through
     its loader's cache, a private name, filled only while pydantic has not read the entry
-    points itself: where the name changes, pydantic reads them as before."""
+    points itself: where the name changes, pydantic reads them as before. A process that has
+    not imported pydantic is left without it."""
+    if "pydantic" not in sys.modules:
+        return
     try:
         loader = importlib.import_module("pydantic.plugin._loader")
     except ImportError:
