@@ -434,7 +434,7 @@ import sys
 from pathlib import Path
 from ragmatrix.foundations.context import start_run
 from ragmatrix.models.models_file import load_models
-from ragmatrix_pydantic_plugin import plugin
+from watching_pydantic_plugin import plugin
 
 folder = Path(sys.argv[1])
 (folder / "models.yaml").write_text("models:\\n  - {id: bow, kind: embedder, builtin: bow}\\n")
@@ -446,11 +446,11 @@ print(" ".join(plugin.seen))
 
 def test_a_pydantic_plugin_installed_beside_ragmatrix_is_still_loaded(tmp_path):
     """Where a distribution has a plugin for pydantic, ragmatrix leaves pydantic to load it."""
-    (tmp_path / "ragmatrix_pydantic_plugin.py").write_text(PYDANTIC_PLUGIN)
-    info = tmp_path / "ragmatrix_pydantic_plugin-0.1.dist-info"
+    (tmp_path / "watching_pydantic_plugin.py").write_text(PYDANTIC_PLUGIN)
+    info = tmp_path / "watching_pydantic_plugin-0.1.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ragmatrix-pydantic-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[pydantic]\nwatch = ragmatrix_pydantic_plugin:plugin\n")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: watching-pydantic-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[pydantic]\nwatch = watching_pydantic_plugin:plugin\n")
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
     done = subprocess.run(
         [sys.executable, "-c", PLUGIN_SEEN, str(tmp_path)], capture_output=True, text=True, timeout=120, env=environment
