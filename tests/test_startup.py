@@ -426,7 +426,7 @@ class Plugin:
         return None, None, None
 
 
-plugin = Plugin()
+watcher = Plugin()
 """
 
 PLUGIN_SEEN = """
@@ -434,13 +434,13 @@ import sys
 from pathlib import Path
 from ragmatrix.foundations.context import start_run
 from ragmatrix.models.models_file import load_models
-from watching_pydantic_plugin import plugin
+from watching_pydantic_plugin import watcher
 
 folder = Path(sys.argv[1])
 (folder / "models.yaml").write_text("models:\\n  - {id: bow, kind: embedder, builtin: bow}\\n")
 with start_run(folder):
     load_models(folder / "models.yaml")  # reads the entry points, then builds a spec's validator
-print(" ".join(plugin.seen))
+print(" ".join(watcher.seen))
 """
 
 
@@ -450,7 +450,7 @@ def test_a_pydantic_plugin_installed_beside_ragmatrix_is_still_loaded(tmp_path):
     info = tmp_path / "watching_pydantic_plugin-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: watching-pydantic-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[pydantic]\nwatch = watching_pydantic_plugin:plugin\n")
+    (info / "entry_points.txt").write_text("[pydantic]\nwatch = watching_pydantic_plugin:watcher\n")
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
     done = subprocess.run(
         [sys.executable, "-c", PLUGIN_SEEN, str(tmp_path)], capture_output=True, text=True, timeout=120, env=environment
