@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from project import models_yaml, write
+from project import REPO, models_yaml, write
 
-from ragmatrix.plugin import direct_reports
+from ragmatrix.plugin import direct_reports, hooks
 from ragmatrix.testing.openai_server import Reply
 
 MANY_CASES = "rag_interpretation:\n" + "".join(
@@ -47,7 +47,8 @@ def run(bench: pytest.Pytester, results: str, *options: str) -> list[str]:
 
 @pytest.fixture
 def direct_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The `when` of every report given to the implementations directly."""
+    """The `when` of every report given to the implementations directly, and `run of N` for
+    each run of N cached items reported in one call."""
     seen: list[str] = []
     report = direct_reports.DirectReports.report
 
@@ -55,7 +56,13 @@ def direct_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         seen.append(given.when)
         report(self, given, more_soon)
 
+    def counted_run(self, nodeid, location, given, more_soon):  # type: ignore[no-untyped-def]
+        seen.extend([*(report.when for report in given), f"run of {len(given)}"])
+        report_run(self, nodeid, location, given, more_soon)
+
+    report_run = direct_reports.DirectReports.report_run
     monkeypatch.setattr(direct_reports.DirectReports, "report", counted)
+    monkeypatch.setattr(direct_reports.DirectReports, "report_run", counted_run)
     return seen
 
 
@@ -81,9 +88,12 @@ def test_a_run_prints_and_counts_the_same_with_its_reports_given_directly(bench,
     assert any("failed" in line for line in direct_cold) and any("failed" in line for line in direct_cached)
 
 
-def test_lines_of_many_items_end_with_their_progress_alike(bench, direct_calls):
+@pytest.mark.parametrize("run_at_most", [hooks.RUN_AT_MOST, 7], ids=["runs-whole", "runs-of-seven"])
+def test_lines_of_many_items_end_with_their_progress_alike(bench, direct_calls, monkeypatch, run_at_most):
     """160 cases for the bag-of-words model: the lines of letters fill up and end with their
-    progress note, at `-q`, at the default verbosity, with the progress counted and in colour."""
+    progress note, at `-q`, at the default verbosity, with the progress counted and in colour,
+    whether the cached items are reported in one call or in calls of seven."""
+    monkeypatch.setattr(hooks, "RUN_AT_MOST", run_at_most)
     write(bench.path / "benchmark" / "data" / "rag_interpretation_data.yaml", MANY_CASES)
     write(bench.path / "benchmark" / "models.yaml", models_yaml(None))
     outputs = {}
@@ -92,7 +102,42 @@ def test_lines_of_many_items_end_with_their_progress_alike(bench, direct_calls):
             write(bench.path / "conftest.py", LISTENER)
         styles = (["-q"], [], ["-o", "console_output_style=count"], ["-q", "--color=yes"])
         outputs[way] = [run(bench, way, *verbosity) for _ in range(2) for verbosity in styles]
+    assert direct_calls.count("setup") == 7 * 160  # every run but the first is cached: the direct way
+    in_one_call = [len(range(start, min(start + run_at_most, 160))) for start in range(0, 160, run_at_most)]
+    assert [call for call in direct_calls if call.startswith("run")] == 7 * [f"run of {n}" for n in in_one_call]
     assert outputs["direct"] == outputs["pluggy"]
     assert any(re.search(r"^c+ +\[ *\d+%\]$", line) for line in outputs["direct"][4])  # a full line of cached
     assert any(re.search(r"^c+ +\[ *\d+/161\]$", line) for line in outputs["direct"][6])
     assert any("\x1b[" in line for line in outputs["direct"][7])  # in colour
+
+
+TINY_BEIR = {
+    "corpus.jsonl": '{"_id": "d1", "text": "apple banana"}\n{"_id": "d2", "text": "cherry"}\n',
+    "queries.jsonl": '{"_id": "q1", "text": "apple"}\n{"_id": "q2", "text": "cherry"}\n',
+    "qrels/test.tsv": "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n",
+}
+
+
+@pytest.mark.parametrize("verbosity", [[], ["-q"], ["-rA"]], ids=["default", "quiet", "every-outcome"])
+def test_each_files_letters_follow_its_own_name(bench, direct_calls, verbosity):
+    """A run of cached items over two test files, at the default verbosity: the terminal names
+    each file before its items' letters, and the letters of the first file's last items are
+    written before the second file's name, as pluggy's way writes them."""
+    data = bench.path / "benchmark" / "data"
+    write(data / "rag_interpretation_data.yaml", MANY_CASES)
+    write(bench.path / "benchmark" / "models.yaml", models_yaml(None))
+    module = "test_text_retrieval.py"
+    write(bench.path / "benchmark" / module, (REPO / "benchmark" / module).read_text())
+    write(data / "text_retrieval_data.yaml", "text_retrieval:\n- case: tiny\n  input:\n    dataset: {path: tiny}\n")
+    for name, text in TINY_BEIR.items():
+        write(data / "tiny" / name, text)
+    direct = [run(bench, "direct", *verbosity) for _ in range(2)]
+    assert direct_calls.count("setup") == 162  # the cached run's reports took the direct way
+    assert [call for call in direct_calls if call.startswith("run")] == ["run of 160", "run of 2"]  # a run per file
+    write(bench.path / "conftest.py", LISTENER)
+    pluggy = [run(bench, "pluggy", *verbosity) for _ in range(2)]
+    assert direct == pluggy
+    if not verbosity:
+        named = [line.split()[:2] for line in direct[1] if line.startswith("benchmark/")]
+        assert [name for name, _ in named] == ["benchmark/test_rag_interpretation.py", f"benchmark/{module}"]
+        assert re.fullmatch("sc+", named[0][1]) and named[1][1] == "cc"  # the skipped item, then the cached

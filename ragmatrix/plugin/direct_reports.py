@@ -15,7 +15,10 @@ item, and for an item whose answers were sent ahead, which the plugin runs itsel
   report and for a passed one (each is always the same); in a run of cached items, where the
   next report follows at once, the letters are kept and written together, at the end of the
   run of cached items, before the line's progress note, and at least every `FLUSH_EVERY_S`
-  (where stdout is unbuffered, as under PYTHONUNBUFFERED, each write is a system call).
+  (where stdout is unbuffered, as under PYTHONUNBUFFERED, each write is a system call);
+- a run of cached items of one file given in one call (`report_run`), where the terminal writes
+  letters and, before an item, at most the file's name: each implementation hears every report
+  in turn, and the letters that fill a line short of its progress note are written as one.
 
 At `-v` the terminal's own implementation writes each item's line. Anything else (JUnit XML,
 xdist, another plugin hearing reports, a pytest whose terminal has changed shape) takes pluggy's
@@ -66,9 +69,15 @@ class DirectReports:
         self._more_soon = False
         self._terminal: Any = None
         self._pending: list[str] = []  # letters (with their colours) not written yet
+        self._letter: Callable[..., None] | None = None  # the terminal's report, one letter an item
+        self._room = 0  # what the line leaves for its progress note (`_progress_room`)
+        self.takes_runs = False  # may a run of cached items be reported in one call (`report_run`)?
 
     def start(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
-        for call in self._calls["pytest_runtest_logstart"]:
+        calls = self._calls["pytest_runtest_logstart"]
+        if calls:
+            self.write_pending()  # the terminal may name the item's file: the letters before it first
+        for call in calls:
             call(nodeid=nodeid, location=location)
 
     def report(self, report: pytest.TestReport, more_soon: bool = False) -> None:
@@ -82,13 +91,69 @@ class DirectReports:
         for call in self._calls["pytest_runtest_logfinish"]:
             call(nodeid=nodeid, location=location)
 
+    def report_run(
+        self, nodeid: str, location: tuple[str, int | None, str], reports: list[pytest.TestReport], more_soon: bool
+    ) -> None:
+        """The reports of a run of cached items of one file (`takes_runs`), each a setup skipped
+        as cached, as the three calls per item would give them: the first item's start (the
+        terminal names the file there, once), then each implementation hears every report in
+        turn. `nodeid` and `location`: the first item's; `more_soon`: a cached item follows."""
+        self.start(nodeid, location)
+        for call in self._calls["pytest_runtest_logreport"]:
+            if call is self._letter:
+                self._letters(reports, more_soon)
+            else:
+                for report in reports:
+                    call(report=report)
+
+    def _letters(self, reports: list[pytest.TestReport], more_soon: bool) -> None:
+        """The terminal's letters for reports of one status: those that fit on the line short of
+        its progress note's place in one go, the others (near the note) one at a time."""
+        assert self._letter is not None
+        terminal, writer = self._terminal, self._terminal._tw
+        category, letter, word, markup = self._status_of(reports[0])
+        in_one_go = len(letter) == 1 and letter.isascii() and letter.isprintable()
+        marked = writer.markup(letter, **markup)
+        done, count = 0, len(reports)
+        while done < count:
+            fitting = min(self._letters_fitting(), count - done) if in_one_go else 0
+            if fitting > 0:
+                chunk = reports[done : done + fitting]
+                done += fitting
+                terminal._current_logreport = chunk[-1]
+                terminal._tests_ran = True
+                terminal._add_stats(category, chunk)
+                terminal._progress_nodeids_reported.update([report.id for report in chunk])
+                writer._current_line += letter * fitting
+                self._pending.append(marked * fitting)
+                now = time.monotonic()
+                if now - self._flushed_at >= FLUSH_EVERY_S or (done == count and not more_soon):
+                    self.write_pending()
+                    terminal.flush()
+                    self._flushed_at = now
+            if done < count:
+                self._more_soon = more_soon or done + 1 < count
+                self._letter(reports[done])
+                done += 1
+
+    def _letters_fitting(self) -> int:
+        """How many letters the line takes before it may near its progress note's place (where
+        the terminal's own check must run): every one where it shows no progress."""
+        terminal = self._terminal
+        if not terminal._show_progress_info:
+            return 1 << 30
+        line = terminal._tw._current_line
+        if not (line.isascii() and line.isprintable()):
+            return 0
+        return terminal._screen_width - self._room - len(line) - 1
+
     def terminal_letter(self, terminal: Any) -> Callable[..., None]:
         """The terminal's `pytest_runtest_logreport` at verbosity 0 or less (one letter per
         item), as pytest 9 writes it."""
 
         self._terminal = terminal
         writer = terminal._tw
-        room = _progress_room(terminal)
+        room = self._room = _progress_room(terminal)
 
         def write(report: pytest.TestReport) -> None:
             category, letter, word, markup = self._status_of(report)
@@ -113,6 +178,7 @@ class DirectReports:
                 terminal.flush()
                 self._flushed_at = now
 
+        self._letter = write
         return write
 
     def write_pending(self) -> None:
@@ -196,7 +262,18 @@ def _direct(config: pytest.Config) -> DirectReports | None:
                     continue
             calls.append(_called_with(implementation, hook))
         direct._calls[hook] = calls
+    starts, finishes = direct._calls["pytest_runtest_logstart"], direct._calls["pytest_runtest_logfinish"]
+    direct.takes_runs = direct._letter is not None and not finishes and _at_most_the_file_named(starts, terminal)
     return direct
+
+
+def _at_most_the_file_named(starts: list[Callable[..., Any]], terminal: Any) -> bool:
+    """Does an item's start at most name its file? (The terminal's, at the default verbosity,
+    names it where it differs from the last item's: in a run of one file's items, only the
+    first item's start writes.)"""
+    if not starts:
+        return True
+    return len(starts) == 1 and not terminal.showlongtestinfo and getattr(starts[0], "__self__", None) is terminal
 
 
 def _called_with(implementation: Any, hook: str) -> Callable[..., Any]:

@@ -431,18 +431,25 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     config = session.config
     if session.testsfailed or config.option.collectonly or not pytest_internals.loop_hooks_are_pytests_own(config):
         return None
-    items = session.items
+    items, index = session.items, 0
     cached = bool(items) and _is_cached(items[0])
     wrappers = pytest_internals.ProtocolWrappers.for_session(config)
     try:
-        for index, item in enumerate(items):
-            nextitem = items[index + 1] if index + 1 < len(items) else None
-            next_cached = nextitem is not None and _is_cached(nextitem)
-            if not (cached and _reported_as_cached(item, nextitem, next_cached, cached=True)):
-                direct_reports.write_pending(config)  # the letters of the cached items before it
-                if wrappers is None or not _ran_sent_ahead(item, nextitem, wrappers):
-                    config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
-            cached = next_cached
+        while index < len(items):
+            item = items[index]
+            in_one_call = _reported_as_cached_run(items, index) if cached else 0
+            if in_one_call:
+                index += in_one_call
+                cached = index < len(items) and _is_cached(items[index])
+            else:
+                nextitem = items[index + 1] if index + 1 < len(items) else None
+                next_cached = nextitem is not None and _is_cached(nextitem)
+                if not (cached and _reported_as_cached(item, nextitem, next_cached, cached=True)):
+                    direct_reports.write_pending(config)  # the letters of the cached items before it
+                    if wrappers is None or not _ran_sent_ahead(item, nextitem, wrappers):
+                        config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+                cached = next_cached
+                index += 1
             if session.shouldfail:
                 raise session.Failed(session.shouldfail)
             if session.shouldstop:
@@ -480,6 +487,34 @@ def _reported_as_cached(
         next_cached = nextitem is not None and _is_cached(nextitem)
     _report_cached(item, more_soon=next_cached)
     return True
+
+
+# The most cached items reported in one call: a stop asked for is looked at between calls.
+RUN_AT_MOST = 1000
+
+
+def _reported_as_cached_run(items: list[pytest.Item], start: int) -> int:
+    """Report the run of cached items that begins with the cached `items[start]` in one call
+    (`DirectReports.report_run`), where the session's reports go to the implementations
+    directly, passed phases are unread and pytest has nothing set up (so nothing is torn down
+    after any of them); how many were reported (0: none, the item takes the path of one). A run
+    ends before an item that is not cached or is in another file, and after `RUN_AT_MOST`."""
+    first = items[start]
+    config = first.config
+    direct = direct_reports.for_session(config) if _passed_phases_unread(config) else None
+    if direct is None or not direct.takes_runs or pytest_internals.setup_stack(first.session) != []:
+        return 0
+    path, end, last = first.path, start + 1, min(len(items), start + RUN_AT_MOST)
+    while end < last and (items[end].path is path or items[end].path == path) and _is_cached(items[end]):
+        end += 1
+    reports = []
+    for item in items[start:end]:
+        location, skipped = _where(item)
+        where = (pytest_internals.report_node_id(item), location, pytest_internals.keywords_of(item))
+        reports.append(pytest.TestReport(*where, "skipped", skipped, "setup", user_properties=item.user_properties))
+    more_soon = end < len(items) and _is_cached(items[end])
+    direct.report_run(first.nodeid, reports[0].location, reports, more_soon)
+    return end - start
 
 
 def _is_cached(item: pytest.Item) -> bool:
