@@ -103,7 +103,7 @@ def test_lines_of_many_items_end_with_their_progress_alike(bench, direct_calls, 
         styles = (["-q"], [], ["-o", "console_output_style=count"], ["-q", "--color=yes"])
         outputs[way] = [run(bench, way, *verbosity) for _ in range(2) for verbosity in styles]
     assert direct_calls.count("setup") == 7 * 160  # every run but the first is cached: the direct way
-    in_one_call = [len(range(start, min(start + run_at_most, 160))) for start in range(0, 160, run_at_most)]
+    in_one_call = [min(run_at_most, 160 - start) for start in range(0, 160, run_at_most)]
     assert [call for call in direct_calls if call.startswith("run")] == 7 * [f"run of {n}" for n in in_one_call]
     assert outputs["direct"] == outputs["pluggy"]
     assert any(re.search(r"^c+ +\[ *\d+%\]$", line) for line in outputs["direct"][4])  # a full line of cached
@@ -120,9 +120,9 @@ TINY_BEIR = {
 
 @pytest.mark.parametrize("verbosity", [[], ["-q"], ["-rA"]], ids=["default", "quiet", "every-outcome"])
 def test_each_files_letters_follow_its_own_name(bench, direct_calls, verbosity):
-    """A run of cached items over two test files, at the default verbosity: the terminal names
-    each file before its items' letters, and the letters of the first file's last items are
-    written before the second file's name, as pluggy's way writes them."""
+    """Cached items of two test files, reported a file's run at a time: at the default verbosity
+    the terminal names each file before its items' letters, and the first file's last letters
+    are written before the second file's name, as pluggy's way writes them."""
     data = bench.path / "benchmark" / "data"
     write(data / "rag_interpretation_data.yaml", MANY_CASES)
     write(bench.path / "benchmark" / "models.yaml", models_yaml(None))
