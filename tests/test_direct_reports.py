@@ -141,3 +141,37 @@ def test_each_files_letters_follow_its_own_name(bench, direct_calls, verbosity):
         named = [line.split()[:2] for line in direct[1] if line.startswith("benchmark/")]
         assert [name for name, _ in named] == ["benchmark/test_rag_interpretation.py", f"benchmark/{module}"]
         assert re.fullmatch("sc+", named[0][1]) and named[1][1] == "cc"  # the skipped item, then the cached
+
+
+AUTOUSE = """
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def watched():
+    yield
+"""
+
+
+def test_cached_items_after_one_that_pytest_ran_are_reported_a_run_at_a_time(bench, direct_calls):
+    """A conftest fixture every item takes: an item that runs goes through pytest's own setup
+    and teardown, which leave its module set up for the next. The cached items after it are
+    still reported a run at a time, and the run prints and counts as pluggy's way does."""
+    write(bench.path / "benchmark" / "data" / "rag_interpretation_data.yaml", MANY_CASES)
+    write(bench.path / "benchmark" / "models.yaml", models_yaml(None))
+    write(bench.path / "conftest.py", AUTOUSE)
+    outputs = {}
+    for way in ("direct", "pluggy"):
+        if way == "pluggy":
+            write(bench.path / "conftest.py", AUTOUSE + LISTENER)
+        run(bench, way)
+        stored = bench.path / way / "rag_interpretation.jsonl"
+        lines = stored.read_text().splitlines(keepends=True)
+        stored.write_text("".join(line for line in lines if '"case": "fact_10"' not in line))
+        direct_calls.clear()
+        outputs[way] = run(bench, way)
+        if way == "direct":
+            runs = [call for call in direct_calls if call.startswith("run")]
+    assert outputs["direct"] == outputs["pluggy"]
+    assert any("1 passed" in line and "159 cached" in line for line in outputs["direct"])
+    assert runs == ["run of 10", "run of 148"]  # fact_159's module is torn down after it: pytest's way

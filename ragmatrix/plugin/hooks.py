@@ -496,17 +496,28 @@ RUN_AT_MOST = 1000
 def _reported_as_cached_run(items: list[pytest.Item], start: int) -> int:
     """Report the run of cached items that begins with the cached `items[start]` in one call
     (`DirectReports.report_run`), where the session's reports go to the implementations
-    directly, passed phases are unread and pytest has nothing set up (so nothing is torn down
-    after any of them); how many were reported (0: none, the item takes the path of one). A run
-    ends before an item that is not cached or is in another file, and after `RUN_AT_MOST`."""
+    directly and passed phases are unread; how many were reported (0: none, the item takes the
+    path of one). A run ends before an item that is not cached or is in another file, after
+    `RUN_AT_MOST`, and before an item after which pytest would tear down what it has set up
+    (for an item that ran its own way before: its module, a session fixture)."""
     first = items[start]
     config = first.config
     direct = direct_reports.for_session(config) if _passed_phases_unread(config) else None
-    if direct is None or not direct.takes_runs or pytest_internals.setup_stack(first.session) != []:
+    stack = pytest_internals.setup_stack(first.session)
+    if direct is None or not direct.takes_runs or stack is None:
         return 0
     path, end, last = first.path, start + 1, min(len(items), start + RUN_AT_MOST)
-    while end < last and (items[end].path is path or items[end].path == path) and _is_cached(items[end]):
+    while (
+        end < last
+        and (items[end].path is path or items[end].path == path)
+        and _is_cached(items[end])
+        and (not stack or _still_needed(stack, items[end]))
+    ):
         end += 1
+    if stack and not _still_needed(stack, items[end] if end < len(items) else None):
+        end -= 1  # pytest tears something down after the run's last item: it takes pytest's way
+    if end == start:
+        return 0
     reports = []
     for item in items[start:end]:
         location, skipped = _where(item)
@@ -748,6 +759,11 @@ def _nothing_to_tear_down(item: pytest.Item, nextitem: pytest.Item | None) -> bo
     stack = pytest_internals.setup_stack(item.session)
     if stack is None:
         return False  # another pytest: take its own path
+    return _still_needed(stack, nextitem)
+
+
+def _still_needed(stack: list[pytest.Item | pytest.Collector], nextitem: pytest.Item | None) -> bool:
+    """Is every node pytest has set up (`stack`, outermost first) needed by `nextitem` too?"""
     if not stack:
         return True
     needed = nextitem.listchain() if nextitem is not None else []
