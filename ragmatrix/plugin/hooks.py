@@ -422,9 +422,10 @@ def _cached_reads_as_success(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> bool | None:
     """pytest's own loop over the items, where only pytest and this plugin take part in it, with
-    two differences: a cached item is reported directly, without the per-item protocol hook and
-    the wrappers pytest's plugins put around it (warnings, assertion rewriting, faulthandler:
-    nothing runs in a cached item for them to watch), and an item whose answers were sent ahead
+    two differences: a cached item is reported directly (a run of them in one call where it
+    can be, `_reported_as_cached_run`), without the per-item protocol hook and the wrappers
+    pytest's plugins put around it (warnings, assertion rewriting, faulthandler: nothing runs
+    in a cached item for them to watch), and an item whose answers were sent ahead
     runs without the hook's call, within what those wrappers do (`ProtocolWrappers`). On a
     fully cached run, that hook was most of the work past collection. Anything else (collection
     errors, --collect-only, xdist, a plugin around each item) is pytest's own loop."""
@@ -518,11 +519,7 @@ def _reported_as_cached_run(items: list[pytest.Item], start: int) -> int:
         end -= 1  # pytest tears something down after the run's last item: it takes pytest's way
     if end == start:
         return 0
-    reports = []
-    for item in items[start:end]:
-        location, skipped = _where(item)
-        where = (pytest_internals.report_node_id(item), location, pytest_internals.keywords_of(item))
-        reports.append(pytest.TestReport(*where, "skipped", skipped, "setup", user_properties=item.user_properties))
+    reports = [_cached_setup_report(item) for item in items[start:end]]
     more_soon = end < len(items) and _is_cached(items[end])
     direct.report_run(first.nodeid, reports[0].location, reports, more_soon)
     return end - start
@@ -559,17 +556,22 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 def _report_cached(item: pytest.Item, more_soon: bool = False) -> None:
     """A cached item's reports; `more_soon`: the next item is cached too."""
-    location, skipped = _where(item)
-    keywords = pytest_internals.keywords_of(item)
-    where, properties = (pytest_internals.report_node_id(item), location), item.user_properties
-    setup = pytest.TestReport(*where, keywords, "skipped", skipped, "setup", user_properties=properties)
+    setup = _cached_setup_report(item)
     unread = _passed_phases_unread(item.config)
-    hooks, nodeid = _report_hooks(item, unread), item.nodeid
+    hooks, nodeid, location = _report_hooks(item, unread), item.nodeid, setup.location
     hooks.start(nodeid, location)
     hooks.report(setup, more_soon=more_soon and unread)
     if not unread:
-        hooks.report(pytest.TestReport(*where, keywords, "passed", None, "teardown", user_properties=properties))
+        where = (pytest_internals.report_node_id(item), location, setup.keywords)
+        hooks.report(pytest.TestReport(*where, "passed", None, "teardown", user_properties=item.user_properties))
     hooks.finish(nodeid, location)
+
+
+def _cached_setup_report(item: pytest.Item) -> pytest.TestReport:
+    """A cached item's setup report: skipped as `cached`, where pytest reports a skip."""
+    location, skipped = _where(item)
+    where = (pytest_internals.report_node_id(item), location, pytest_internals.keywords_of(item))
+    return pytest.TestReport(*where, "skipped", skipped, "setup", user_properties=item.user_properties)
 
 
 def _report_hooks(item: pytest.Item, direct: bool) -> direct_reports.DirectReports | direct_reports.PluggyReports:
