@@ -30,7 +30,8 @@ ragmatrix spends above that floor. The floor's line names the distributions whos
 were loaded, and says where one of them imported trio (anyio's plugin does wherever trio is
 installed, as the test extra's selenium installs it: about 0.06 s that a plain install of
 ragmatrix does not pay), and what anyio's plugin itself costs (pytest loads it wherever anyio is
-installed, and httpx and openai install it). Run with the Python of a plain install (`pip
+installed, and httpx and openai install it): the median difference of floors measured in pairs,
+with and without `-p no:anyio`, alternated. Run with the Python of a plain install (`pip
 install ragmatrix`, no extras) to measure what a user's environment pays.
 
     python tests/perf/physical_limit.py [--repeat 3] [--sizes 96,960] [--parse-data-files]
@@ -171,23 +172,43 @@ FLOOR = (
 )
 
 
-def floor(repeat: int, *pytest_args: str) -> tuple[float, str]:
-    """The least CPU a pytest plugin sending its requests as ragmatrix does spends before the first
-    (median of `repeat` runs, after one untimed run that warms the disk caches), and the plugins
-    loaded in it; `pytest_args` are added to pytest's command line."""
+def floor_once(empty: str, *pytest_args: str) -> tuple[float, str]:
+    """The CPU one floor process spent (`FLOOR`, in the folder `empty`), and the plugins it
+    loaded; `pytest_args` are added to pytest's command line."""
     env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
-    spent = []
-    plugins = ""
+    done = subprocess.run(
+        [sys.executable, "-c", FLOOR, *pytest_args], cwd=empty, env=env, capture_output=True, text=True
+    )
+    try:
+        cpu, _, plugins = done.stderr.strip().splitlines()[-1].partition(" ")
+        return float(cpu), plugins
+    except (ValueError, IndexError):
+        sys.exit(f"the floor's measure failed ({done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+
+
+def floor(repeat: int) -> tuple[float, str, float | None]:
+    """The least CPU a pytest plugin sending its requests as ragmatrix does spends before the first
+    (median of `repeat` runs, after one untimed run that warms the disk caches), the plugins
+    loaded in it, and where anyio's plugin is among them, what it costs: the median of
+    `repeat` differences, each between a run and one with `-p no:anyio` beside it, alternated
+    (the difference of two medians measured one after the other read 0.03 s below zero on a
+    shared 2-core machine)."""
+    spent: list[float] = []
+    anyio: list[float] = []
     with tempfile.TemporaryDirectory() as empty:
-        for _ in range(repeat + 1):
-            command = [sys.executable, "-c", FLOOR, *pytest_args]
-            done = subprocess.run(command, cwd=empty, env=env, capture_output=True, text=True)
-            try:
-                cpu, _, plugins = done.stderr.strip().splitlines()[-1].partition(" ")
-                spent.append(float(cpu))
-            except (ValueError, IndexError):
-                sys.exit(f"the floor's measure failed ({done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    return statistics.median(spent[1:]), plugins
+        _, plugins = floor_once(empty)
+        with_anyio = "anyio" in plugins.removesuffix(" (trio imported)").split(", ")
+        if with_anyio:
+            floor_once(empty, "-p", "no:anyio")
+        for round_ in range(repeat):
+            if not with_anyio:
+                spent.append(floor_once(empty)[0])
+                continue
+            order = [(), ("-p", "no:anyio")] if round_ % 2 == 0 else [("-p", "no:anyio"), ()]
+            cpu = {arguments: floor_once(empty, *arguments)[0] for arguments in order}
+            spent.append(cpu[()])
+            anyio.append(cpu[()] - cpu[("-p", "no:anyio")])
+    return statistics.median(spent), plugins, statistics.median(anyio) if anyio else None
 
 
 def verdict(value: float, goal: float) -> str:
@@ -217,19 +238,18 @@ def main() -> None:
         print(f"  CPU before the first request, {size} prompts: {before:.2f}x ({verdict(before, 2.0)})")
         p50 = ours["p50_ms"] / bare["p50_ms"]
         print(f"  reported p50 latency, {size} prompts: {p50:.3f}x ({verdict(p50, 1.10)})")
-    least, plugins = floor(options.repeat)
+    least, plugins, anyio = floor(options.repeat)
     bare_first = min(figures["bare client"]["first_request_cpu_s"] for figures in results.values())
     print(
         f"  floor under the CPU before the first request (pytest with this environment's plugins, "
         f"collecting nothing, plus httptools' import): {least:.2f} s = {least / bare_first:.2f}x the bare client's"
         f"\n    (plugins of: {plugins})"
     )
-    if "anyio" in plugins.removesuffix(" (trio imported)").split(", "):
+    if anyio is not None:
         # anyio's plugin comes with anyio (httpx and openai install it), whatever the tests use
-        without, _ = floor(options.repeat, "-p", "no:anyio")
         print(
-            f"    of which anyio's plugin: {least - without:.2f} s = {(least - without) / bare_first:.2f}x the bare "
-            "client's (`-p no:anyio` leaves it out where no test uses anyio's marker)"
+            f"    of which anyio's plugin: {anyio:.2f} s = {anyio / bare_first:.2f}x the bare client's (median of "
+            "paired runs with `-p no:anyio`, which leaves it out where no test uses anyio's marker)"
         )
     for size, figures in results.items():
         above = figures["ragmatrix"]["first_request_cpu_s"] - least
