@@ -66,7 +66,7 @@ def harness_overhead(case) -> tuple[float, float, int]:  # type: ignore[no-untyp
     texts = sorted(unique_texts([case]))
     with tempfile.TemporaryDirectory() as cache_dir:
         embedder = minilm(Path(cache_dir))
-        model = embedder.model
+        model = embedder.provider.model  # the loaded SentenceTransformer the probe encodes with
         model.encode(["warm-up"], normalize_embeddings=True)  # both sides start warm
         started = time.perf_counter()
         model.encode(texts, batch_size=embedder.spec.batch_size, normalize_embeddings=True, show_progress_bar=False)
