@@ -15,8 +15,10 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from project import models_yaml
 
 from ragmatrix.models.http import PROXY_VARIABLES
+from ragmatrix.models.models_file import load_models, select_models
 from ragmatrix.models.spec import probe_server
 
 PROBE_IN_A_FRESH_PROCESS = """
@@ -105,3 +107,41 @@ def test_a_proxy_the_environment_names_is_asked_instead(server, no_proxy, monkey
     assert probe_server("http://model.invalid/v1") is None
     (request,) = server.requests
     assert request["path"] == "http://model.invalid/v1/models"
+
+
+def test_a_server_of_several_models_and_of_the_evaluator_is_asked_once_as_the_run_starts(bench, server, no_proxy):
+    extra = "".join(
+        f"  - id: also-{n}\n    kind: llm\n    litellm: openai/also-{n}\n    api_base: {server.base_url}\n"
+        for n in (1, 2)
+    )
+    (bench.path / "benchmark" / "models.yaml").write_text(models_yaml(server.base_url, extra))
+    result = bench.runpytest("benchmark", "--collect-only", "-q", "--evaluator", "also-2", "-p", "no:cacheprovider")
+    result.assert_outcomes()
+    assert result.ret == 0, result.stdout.str()
+    assert "left out" not in result.stdout.str()  # every model's server answered
+    assert server.count("/models") == 1
+
+
+def test_a_server_is_asked_again_by_a_later_choice_and_one_that_is_down_leaves_each_of_its_models_out(
+    server, no_proxy, tmp_path
+):
+    down = f"http://127.0.0.1:{free_port()}/v1"
+    listed = "".join(
+        f"  - id: {name}-{n}\n    kind: llm\n    litellm: openai/m{n}\n    api_base: {base}\n"
+        for name, base in (("up", server.base_url), ("down", down))
+        for n in (1, 2)
+    )
+    path = tmp_path / "models.yaml"
+    path.write_text(f"models:\n{listed}")
+    for asked in (1, 2):  # an answer is kept for one choice only: a server may go down between runs
+        chosen = select_models(load_models(path), None)
+        assert [spec.id for spec in chosen.available] == ["up-1", "up-2"]
+        assert sorted(chosen.left_out) == ["down-1", "down-2"]
+        assert all(f"server {down} unreachable" in why for why in chosen.left_out.values())
+        assert server.count("/models") == asked
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -17,7 +17,7 @@ from ragmatrix.foundations.secrets import key_variables, redact, refer_to
 from ragmatrix.foundations.untrusted import safe_line
 from ragmatrix.foundations.yamlfile import YamlFileError, field_errors, read_yaml
 from ragmatrix.models.providers import error_location, validate
-from ragmatrix.models.spec import ModelSpec
+from ragmatrix.models.spec import ModelSpec, probes_shared
 
 
 @dataclass
@@ -129,12 +129,13 @@ def select_models(specs: list[ModelSpec], wanted: list[str] | None, probe: bool 
             )
         specs = [s for s in specs if s.id in wanted]
     chosen = ModelSet()
-    for spec in specs:
-        reason = unavailable_reason(spec, probe=probe)
-        if reason:
-            chosen.left_out[spec.id] = safe_line(redact(reason))  # the session header shows it
-        else:
-            chosen.available.append(spec)
+    with probes_shared():  # several models of one server: it is asked once
+        for spec in specs:
+            reason = unavailable_reason(spec, probe=probe)
+            if reason:
+                chosen.left_out[spec.id] = safe_line(redact(reason))  # the session header shows it
+            else:
+                chosen.available.append(spec)
     return chosen
 
 

@@ -16,6 +16,9 @@ import base64
 import json
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
@@ -368,6 +371,26 @@ class RerankerSpec(ModelSpec):
         return found
 
 
+# What each server probed within `probes_shared` answered: its failure, or None where it answered.
+_shared_probes: ContextVar[dict[tuple[str, float], str | None] | None] = ContextVar("shared_probes", default=None)
+
+
+@contextmanager
+def probes_shared() -> Iterator[None]:
+    """Within the block, each server is probed once (the block inside another shares the outer
+    one's answers). A models file often lists several models of one server, and the evaluator
+    is often one of them: each probe waits for the server's answer, one after another, before
+    the run starts."""
+    if _shared_probes.get() is not None:
+        yield
+        return
+    token = _shared_probes.set({})
+    try:
+        yield
+    finally:
+        _shared_probes.reset(token)
+
+
 def probe_server(api_base: str, timeout: float = 2.0, name: str | None = None) -> str | None:
     """Does anything answer HTTP at the server? Any status counts: we only want to know
     whether calls could reach it. A `user:password@` in the address is sent as HTTP basic
@@ -376,6 +399,19 @@ def probe_server(api_base: str, timeout: float = 2.0, name: str | None = None) -
     An `http://` server with no proxy named is asked over a plain socket, as this package's own
     connections would reach it: urllib's import with http.client and email's parser costs
     about 5 ms of every run's start. Anything else (TLS, a proxy to find) goes through urllib."""
+    shared = _shared_probes.get()
+    key = (api_base, timeout)
+    if shared is not None and key in shared:
+        failure = shared[key]
+    else:
+        failure = _probe_failure(api_base, timeout)
+        if shared is not None:
+            shared[key] = failure
+    return None if failure is None else f"server {name or api_base} unreachable ({failure})"
+
+
+def _probe_failure(api_base: str, timeout: float) -> str | None:
+    """Why nothing answered HTTP at the server, or None where something did."""
     from urllib.parse import unquote, urlsplit
 
     from ragmatrix.models.http import proxy_named
@@ -391,8 +427,7 @@ def probe_server(api_base: str, timeout: float = 2.0, name: str | None = None) -
         else:
             _ask_with_urllib(parts, authorization, timeout)
     except (OSError, ValueError) as error:
-        reason = getattr(error, "reason", error)
-        return f"server {name or api_base} unreachable ({reason})"
+        return str(getattr(error, "reason", error))
     return None
 
 

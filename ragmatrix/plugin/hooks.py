@@ -38,6 +38,7 @@ from ragmatrix.foundations.untrusted import safe_text
 from ragmatrix.models.client import ModelError
 from ragmatrix.models.models_file import ModelsFileError
 from ragmatrix.models.registry import run_registry
+from ragmatrix.models.spec import probes_shared
 from ragmatrix.models.usage import current_requests
 from ragmatrix.plugin.selection import benchmark_dir as benchmark_folder
 from ragmatrix.plugin.session import MODEL_FIXTURES, STATE_KEY, BenchmarkState, get_state
@@ -103,8 +104,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is None:  # progress bars reach the terminal, not the capture
         run.suspend_capture = pytest_internals.capture_suspender(config)
     try:
-        models = state.models  # decide the matrix now, so a bad models.yaml stops the run at once
-        state.evaluator  # noqa: B018 - and the evaluator
+        with probes_shared():  # the matrix's models and the evaluator: each server asked once
+            models = state.models  # decide the matrix now, so a bad models.yaml stops the run at once
+            state.evaluator  # noqa: B018 - and the evaluator
     except ModelsFileError as error:
         raise pytest.UsageError(str(error)) from None
     if state.wanted_models and not models.available and workerinput is None:
