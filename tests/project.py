@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,13 @@ def models_yaml(api_base: str | None, extra: str = "") -> str:
     concurrency: 4
 """
     return f"models:{llm}\n  - id: bow\n    kind: embedder\n    builtin: bow\n{extra}"
+
+
+def closed_port() -> int:
+    """A port of 127.0.0.1 that nothing listens on: a connection there is refused at once."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        return int(taken.getsockname()[1])
 
 
 def write(path: Path, text: str) -> None:

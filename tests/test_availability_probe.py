@@ -15,7 +15,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from project import models_yaml
+from project import closed_port, models_yaml
 
 from ragmatrix.models.http import PROXY_VARIABLES
 from ragmatrix.models.models_file import load_models, select_models
@@ -88,9 +88,7 @@ def test_a_server_that_closes_at_once_or_answers_in_another_protocol_is_unreacha
 
 
 def test_nothing_listening_a_bad_port_and_no_host_are_unreachable(no_proxy):
-    with socket.socket() as taken:  # a port no one listens on
-        taken.bind(("127.0.0.1", 0))
-        port = taken.getsockname()[1]
+    port = closed_port()
     assert probe_server(f"http://127.0.0.1:{port}/v1").startswith(f"server http://127.0.0.1:{port}/v1 unreachable (")
     assert probe_server("http://127.0.0.1:99999/v1").startswith("server http://127.0.0.1:99999/v1 unreachable (")
     assert probe_server("http:///v1") == "server http:///v1 unreachable (no host in the address)"
@@ -125,7 +123,7 @@ def test_a_server_of_several_models_and_of_the_evaluator_is_asked_once_as_the_ru
 def test_a_server_is_asked_again_by_a_later_choice_and_one_that_is_down_leaves_each_of_its_models_out(
     server, no_proxy, tmp_path
 ):
-    down = f"http://127.0.0.1:{free_port()}/v1"
+    down = f"http://127.0.0.1:{closed_port()}/v1"
     listed = "".join(
         f"  - id: {name}-{n}\n    kind: llm\n    litellm: openai/m{n}\n    api_base: {base}\n"
         for name, base in (("up", server.base_url), ("down", down))
@@ -139,9 +137,3 @@ def test_a_server_is_asked_again_by_a_later_choice_and_one_that_is_down_leaves_e
         assert sorted(chosen.left_out) == ["down-1", "down-2"]
         assert all(f"server {down} unreachable" in why for why in chosen.left_out.values())
         assert server.count("/models") == asked
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])

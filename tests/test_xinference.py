@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import numpy as np
 import pytest
-from project import REPO, assert_outcomes, models_yaml, write
+from project import REPO, assert_outcomes, closed_port, models_yaml, write
 
 from ragmatrix.models.client import Failure, ModelError
 from ragmatrix.models.models_file import ModelsFileError, load_models, select_models, unavailable_reason
@@ -43,12 +42,6 @@ TEXTS = [
 
 def xinference(**fields) -> ModelSpec:
     return ModelSpec(**{"id": "x", "kind": "embedder", "xinference": SERVED_MINILM, **fields})
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # -- without a server ---------------------------------------------------------------------------
