@@ -14,17 +14,14 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from ragmatrix.cost.record import CostRecord, combine_all
 from ragmatrix.foundations.atomic_write import write_atomically
+from ragmatrix.foundations.file_lock import FileLock
 from ragmatrix.foundations.jsonl import ends_torn, numbered_records
 from ragmatrix.foundations.storage import writes_to
-
-if TYPE_CHECKING:
-    from filelock import FileLock
 
 FOLDER = "costs"
 
@@ -48,12 +45,7 @@ class CostStore:
         return self.directory / f"{family}.jsonl"
 
     def _lock(self, family: str) -> FileLock:
-        # Imported when a lock is first taken (about 25 ms of CPU): a fully cached run reads
-        # compact files and takes none.
-        from filelock import FileLock
-
-        self.directory.mkdir(parents=True, exist_ok=True)
-        return FileLock(str(self.directory / f".{family}.jsonl.lock"))
+        return FileLock(self.directory / f".{family}.jsonl.lock")
 
     def families(self) -> list[str]:
         if not self.directory.is_dir():

@@ -6,11 +6,10 @@ import hashlib
 import json
 from pathlib import Path
 
-from filelock import FileLock
-
 from ragmatrix.foundations.atomic_write import write_atomically
 from ragmatrix.foundations.cache import cache_dir
 from ragmatrix.foundations.context import RunContext, current
+from ragmatrix.foundations.file_lock import FileLock
 
 
 def _remembered(run: RunContext) -> dict[tuple[str, int], str]:
@@ -48,7 +47,7 @@ def directory_fingerprint(path: Path) -> str:
         fingerprint = digest.hexdigest()
         try:
             store.parent.mkdir(parents=True, exist_ok=True)
-            with FileLock(str(store) + ".lock"):
+            with FileLock(f"{store}.lock"):
                 try:
                     known = json.loads(store.read_text()) if store.exists() else {}
                 except ValueError:

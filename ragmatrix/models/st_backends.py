@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from ragmatrix.cost.device import CPUINFO
 from ragmatrix.foundations.cache import CACHE_FOLDER, cache_dir
+from ragmatrix.foundations.file_lock import FileLock
 from ragmatrix.foundations.storage import writes_to
 
 Backend = Literal["torch", "onnx", "openvino"]
@@ -120,8 +121,6 @@ def exported(model_class: Any, source: Path, fingerprint: str, backend: str, qua
     use under the cache folder and read from there afterwards. A lock lets one process make it
     while others (xdist workers) wait; a killed export leaves a partial folder that the next one
     clears."""
-    from filelock import FileLock
-
     root = cache_dir() / EXPORTS
     name = f"{fingerprint}-{backend}" + (f"-{quantization}-{int8_config()}" if quantization else "")
     folder = root / name
@@ -129,7 +128,7 @@ def exported(model_class: Any, source: Path, fingerprint: str, backend: str, qua
         return _read(folder)
     with writes_to(root, CACHE_FOLDER):
         root.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(root / f"{name}.lock")):
+        with FileLock(root / f"{name}.lock"):
             if not (folder / MANIFEST).is_file():
                 partial = root / f"{name}.partial"
                 shutil.rmtree(partial, ignore_errors=True)

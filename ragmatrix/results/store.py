@@ -36,15 +36,11 @@ from typing import Any, BinaryIO
 from pydantic import ValidationError
 
 from ragmatrix.foundations.atomic_write import write_atomically
+from ragmatrix.foundations.file_lock import FileLock
 from ragmatrix.foundations.regular_file import open_regular
 from ragmatrix.foundations.shared_values import SharedValues
 from ragmatrix.foundations.storage import writes_to
 from ragmatrix.results.rows import Row
-
-try:
-    import fcntl
-except ImportError:  # not POSIX: filelock's portable lock, kept per family all the same
-    fcntl = None  # type: ignore[assignment]
 
 
 def sort_key(row: Row) -> tuple[str, str, str]:
@@ -97,7 +93,7 @@ class ResultStore:
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
         self._read: dict[str, _Read] = {}
-        self._locks: dict[str, _FamilyLock] = {}
+        self._locks: dict[str, FileLock] = {}
         self._files: dict[str, tuple[int, tuple[int, int]]] = {}  # family -> (fd, identity) for appends
         self._path_texts: dict[str, str] = {}
         self._ends: dict[str, int] = {}  # family -> where this store's last row ended its file
@@ -107,12 +103,12 @@ class ResultStore:
     def path(self, family: str) -> Path:
         return self.directory / f"{family}.jsonl"
 
-    def _lock(self, family: str) -> _FamilyLock:
+    def _lock(self, family: str) -> FileLock:
         """The family's lock, shared with every process writing this store (its file is made on
         first use, so reading never needs it)."""
         lock = self._locks.get(family)
         if lock is None:
-            lock = self._locks[family] = _FamilyLock(self.directory, self.directory / f".{family}.jsonl.lock")
+            lock = self._locks[family] = FileLock(self.directory / f".{family}.jsonl.lock")
         return lock
 
     def families(self) -> list[str]:
@@ -352,43 +348,6 @@ class _Shared(SharedValues):
         for model in (row, *row.iterations):  # not deeper: a row's metrics hold no models
             self.fields_set_of(model)
         return row
-
-
-class _FamilyLock:
-    """An exclusive lock between processes on one lock file, whose descriptor is opened once
-    and kept: taking it is one `flock` call. Re-entrant within a process is not needed."""
-
-    def __init__(self, directory: Path, path: Path) -> None:
-        self.directory = directory
-        self.path = path
-        self._descriptor: int | None = None
-        self._portable: Any = None
-
-    def __enter__(self) -> _FamilyLock:
-        if fcntl is None:
-            if self._portable is None:
-                from filelock import FileLock
-
-                self.directory.mkdir(parents=True, exist_ok=True)
-                self._portable = FileLock(str(self.path))
-            self._portable.acquire()
-            return self
-        if self._descriptor is None:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-        fcntl.flock(self._descriptor, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if fcntl is None:
-            self._portable.release()
-        elif self._descriptor is not None:
-            fcntl.flock(self._descriptor, fcntl.LOCK_UN)
-
-    def close(self) -> None:
-        if self._descriptor is not None:
-            os.close(self._descriptor)
-            self._descriptor = None
 
 
 def _last_byte(descriptor: int, size: int) -> bytes:
