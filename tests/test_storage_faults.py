@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from project import REPO, SMALL_CASES, assert_outcomes, dense_words_project, models_yaml, write
 
+from ragmatrix.foundations import file_lock as lock_module
 from ragmatrix.foundations.storage import StorageError
 from ragmatrix.results import store as store_module
 from ragmatrix.results.rows import Row
@@ -196,7 +197,7 @@ def row(item: str) -> Row:
 
 
 class FailingOs:
-    """`os` as the store module sees it, with one call failing as the file system would."""
+    """`os` as the store's modules see it, with one call failing as the file system would."""
 
     def __init__(self, fail: str, code: int, after_bytes: int = 0) -> None:
         self.fail, self.code, self.after_bytes = fail, code, after_bytes
@@ -217,6 +218,12 @@ class FailingOs:
         return failing
 
 
+def read_only_in_process(monkeypatch) -> None:
+    """The results folder on a read-only file system: the store's files and its lock file."""
+    for module in (store_module, lock_module):
+        monkeypatch.setattr(module, "os", FailingOs("open", errno.EROFS))
+
+
 def test_a_full_disk_mid_row_leaves_the_file_as_it_was(tmp_path, monkeypatch):
     store = ResultStore(tmp_path)
     store.append("fam", row("a"))
@@ -234,7 +241,7 @@ def test_a_full_disk_mid_row_leaves_the_file_as_it_was(tmp_path, monkeypatch):
 def test_a_read_only_results_folder_fails_a_write_with_a_storage_error_and_reads_as_before(tmp_path, monkeypatch):
     ResultStore(tmp_path).append("fam", row("a"))
     (tmp_path / ".fam.jsonl.lock").unlink()
-    monkeypatch.setattr(store_module, "os", FailingOs("open", errno.EROFS))
+    read_only_in_process(monkeypatch)
     store = ResultStore(tmp_path)
     assert [r.item for r in store.load("fam").rows] == ["a"]  # reading opens no file for writing
     assert store.compact("fam").problems == []  # already compact: nothing written, no lock taken
@@ -248,7 +255,7 @@ def test_a_read_only_results_folder_fails_a_write_with_a_storage_error_and_reads
 def test_a_read_only_results_folder_stops_an_in_process_run_with_one_line(bench, monkeypatch):
     bench.runpytest("benchmark", "-p", "no:cacheprovider", "--models", "bow").assert_outcomes(passed=2, skipped=1)
     stored = (bench.path / "benchmark" / "results" / "rag_interpretation.jsonl").read_bytes()
-    monkeypatch.setattr(store_module, "os", FailingOs("open", errno.EROFS))
+    read_only_in_process(monkeypatch)
     cached = bench.runpytest("benchmark", "-p", "no:cacheprovider", "--models", "bow")
     assert_outcomes(cached, cached=2, skipped=1)
     result = bench.runpytest("benchmark", "-p", "no:cacheprovider", "--models", "bow", "--run-all")
