@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ragmatrix.cost.price import AnyPrice, spec_price
-from ragmatrix.families import Family
+from ragmatrix.families import Family, family_named
 from ragmatrix.foundations.cache import cache_dir
 from ragmatrix.foundations.context import current
 from ragmatrix.foundations.keys import result_key
@@ -247,9 +247,10 @@ class BenchmarkState:
         suite = self.suite
         if suite.problems or family not in self.known_families():
             return None
-        cases, without_prompts = suite.cases.get(family, []), suite.without_prompts(family)
+        cases = suite.cases.get(family, [])
         # A family without prompt fields collapses nothing: the same cases, their ids once.
-        same = len(cases) == len(without_prompts) and all(a is b for a, b in zip(cases, without_prompts, strict=True))
+        described = family_named(family)
+        same = described is None or not described.prompt_fields
         known: dict[bool | None, set[str]] = {}
 
         def ids(reads: bool | None) -> set[str]:
@@ -263,7 +264,7 @@ class BenchmarkState:
                 elif same:
                     found = known.get(not reads) or {c.id for c in cases}
                 else:
-                    found = {c.id for c in (cases if reads else without_prompts)}
+                    found = {c.id for c in (cases if reads else suite.without_prompts(family))}
                 known[reads] = found
             return found
 
