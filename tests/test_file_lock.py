@@ -26,8 +26,16 @@ def held_elsewhere(path) -> bool:
     return False
 
 
-def open_descriptors() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def descriptors_open_on(path) -> int:
+    """How many of this process's descriptors are open on `path` (other threads' files, opened
+    and closed meanwhile, are never the lock file)."""
+    count = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{name}") == str(path)
+        except OSError:  # closed since it was listed
+            pass
+    return count
 
 
 def test_a_held_lock_shuts_out_every_other_holder_until_it_is_left(tmp_path):
@@ -43,18 +51,18 @@ def test_a_held_lock_shuts_out_every_other_holder_until_it_is_left(tmp_path):
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
 def test_a_lock_taken_once_closes_its_file_as_it_goes_and_a_kept_one_opens_it_once(tmp_path):
-    before = open_descriptors()
+    once = tmp_path / ".once.lock"
     for _ in range(3):
-        with FileLock(tmp_path / ".once.lock"):
-            pass
-    assert open_descriptors() == before
+        with FileLock(once):
+            assert descriptors_open_on(once) == 1
+    assert descriptors_open_on(once) == 0
     kept = FileLock(tmp_path / ".kept.lock")
     for _ in range(3):
         with kept:
             pass
-    assert open_descriptors() == before + 1
+    assert descriptors_open_on(kept.path) == 1
     kept.close()
-    assert open_descriptors() == before
+    assert descriptors_open_on(kept.path) == 0
 
 
 def test_recording_rows_and_costs_never_imports_filelock(tmp_path):
