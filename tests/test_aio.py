@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from typing import Any
 
@@ -62,6 +63,17 @@ def test_the_loop_has_a_thread_of_its_own_which_ends_with_it():
     assert thread is not threading.current_thread() and thread.is_alive() and family == "text_retrieval"
     aio.close()
     assert not thread.is_alive()
+
+
+def test_the_loop_is_uvloops_where_it_is_installed_and_asyncios_where_it_is_not(monkeypatch):
+    uvloop = pytest.importorskip("uvloop")  # a dependency but on Windows
+    assert isinstance(aio.loop(), uvloop.Loop)
+    assert aio.run(asyncio.sleep(0, result="answered")) == "answered"
+    aio.close()
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # `import uvloop` now fails
+    assert not isinstance(aio.loop(), uvloop.Loop) and isinstance(aio.loop(), asyncio.BaseEventLoop)
+    assert aio.run(asyncio.sleep(0, result="answered")) == "answered"
+    aio.close()
 
 
 def test_a_synchronous_call_from_the_loop_itself_is_refused_instead_of_hanging():

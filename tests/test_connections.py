@@ -1,7 +1,8 @@
 """The direct route's connections (`ragmatrix.models.connections`) against a server on
 127.0.0.1 that answers with scripted bytes: kept open between requests, closed after anything
 unclean, bodies as servers frame them (length, chunks, until close, compressed), a cut at the
-limit, at most `limit` at once."""
+limit, at most `limit` at once. Each test runs on asyncio's loop and on uvloop's, which a run
+uses where it is installed (`ragmatrix.foundations.context.new_loop`)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,35 @@ import gzip
 import shutil
 import ssl
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 import pytest
 
 from ragmatrix.models import http
 from ragmatrix.models.connections import ConnectionLost, ConnectionPool
 
+T = TypeVar("T")
 JSON = {"Content-Type": "application/json"}
 Reply = Callable[[int], bytes | None]  # the request's number -> the bytes to answer (None: hang up)
+
+
+@pytest.fixture(autouse=True, params=["asyncio", "uvloop"])
+def loop_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The loop each test's coroutines run on (`run`)."""
+    if request.param == "uvloop":
+        monkeypatch.setattr(Loops, "new", pytest.importorskip("uvloop").new_event_loop)
+    return str(request.param)
+
+
+class Loops:
+    new: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """`coroutine` run to its end on a new loop of the test's kind."""
+    with asyncio.Runner(loop_factory=Loops.new) as runner:
+        return runner.run(coroutine)
 
 
 def framed(body: bytes, *headers: str, status: str = "200 OK") -> bytes:
@@ -98,7 +119,14 @@ def asked(reply: Reply, *requests: int, limit: int | None = None, connections: i
             await pool.close()
         return results, server
 
-    return asyncio.run(go())
+    return run(go())
+
+
+def test_each_test_runs_on_the_loop_of_its_kind(loop_kind):
+    async def running() -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    assert type(run(running())).__module__.partition(".")[0] == loop_kind
 
 
 def test_a_connection_is_kept_open_for_the_next_request():
@@ -146,7 +174,7 @@ def test_a_refused_connection_is_retried_as_the_server_may_come_back():
             return error
         raise AssertionError("answered")
 
-    failure = http.classify(asyncio.run(go()))
+    failure = http.classify(run(go()))
     assert failure.retryable and failure.message.startswith("APIConnectionError"), failure
 
 
@@ -170,7 +198,7 @@ def test_a_cancelled_request_closes_its_connection_and_the_next_one_opens_anothe
             await pool.close()
         return [answer.body], server
 
-    bodies, server = asyncio.run(go())
+    bodies, server = run(go())
     assert bodies == [b"on time"]
     assert server.connections == 2
 
@@ -200,7 +228,7 @@ def test_an_error_status_carries_the_servers_message_and_retry_after(monkeypatch
                     await pool.close()
         raise AssertionError("answered")
 
-    error = asyncio.run(go())
+    error = run(go())
     failure = http.classify(error)
     assert failure.message == "HTTP 429 RateLimitError: slow down" and failure.retry_after == 3.0, failure
 
@@ -214,7 +242,7 @@ def test_a_line_break_in_a_header_value_adds_no_header():
             await pool.close()
         return server
 
-    head = asyncio.run(go()).heads[0]
+    head = run(go()).heads[0]
     assert "Authorization: Bearer keyX-Injected: yes\r\n" in head
     assert "\r\nX-Injected" not in head
 
@@ -255,8 +283,8 @@ def test_an_https_server_is_asked_over_tls_and_a_certificate_no_one_trusts_is_re
                     await pool.close()
 
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))
-    assert asyncio.run(ask()) == b"over tls"
+    assert run(ask()) == b"over tls"
     monkeypatch.delenv("SSL_CERT_FILE")
-    refused = asyncio.run(ask())
+    refused = run(ask())
     assert isinstance(refused, ssl.SSLCertVerificationError), refused
     assert http.classify(refused).message.startswith("APIConnectionError"), http.classify(refused)

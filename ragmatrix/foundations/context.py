@@ -6,7 +6,8 @@ makes the new context the active one. What the run remembers lives in its contex
 module:
 
 - the event loop every model call runs on (on a thread of its own, `LoopThread`, from the first
-  call to the run's end), and the async HTTP clients made on it;
+  call to the run's end; uvloop's where it is installed, `new_loop`), and the async HTTP
+  clients made on it;
 - the variables whose values are secrets (those models.yaml declares, see `ragmatrix.foundations.secrets`);
 - the way a progress bar reaches the terminal past pytest's capture;
 - the parts that the modules below keep per run (`part`): the model registry, the family and
@@ -146,7 +147,7 @@ class LoopThread:
     model's encode) stays in the caller's thread, off the loop."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = new_loop()
         self._thread = threading.Thread(target=self._serve, name="ragmatrix-event-loop", daemon=True)
         self._thread.start()
 
@@ -193,6 +194,18 @@ class LoopThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join()
         self.loop.close()
+
+
+def new_loop() -> asyncio.AbstractEventLoop:
+    """The run's event loop: uvloop's where it is installed (a dependency but on Windows), whose
+    loop and transports are written in C on libuv and spend less CPU a request on the loop's
+    thread than asyncio's (`docs/scale.md`); asyncio's own otherwise. Both carry the same
+    protocols and transports, so the clients run on either."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
 
 
 def _settle(task: asyncio.Task[T], done: concurrent.futures.Future[T]) -> None:
