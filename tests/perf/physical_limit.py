@@ -126,8 +126,8 @@ def median_of(runs: list[Figures], name: str) -> float:
     return statistics.median(getattr(run, name) for run in runs)
 
 
-def compare(size: int, repeat: int) -> dict[str, dict[str, float]]:
-    """Medians of each figure per tool, at one size."""
+def compare(size: int, repeat: int) -> tuple[dict[str, dict[str, float]], dict[str, list[Figures]]]:
+    """Medians of each figure per tool, at one size, and each round's figures."""
     latency = SIZES[size]
     with tempfile.TemporaryDirectory() as temporary, OpenAIServer("yes", latency=latency) as server:
         folder = Path(temporary)
@@ -150,7 +150,18 @@ def compare(size: int, repeat: int) -> dict[str, dict[str, float]]:
             f"  {name:12} {values['wall_s']:8.2f} {values['cpu_s']:8.2f} "
             f"{values['first_request_cpu_s']:26.2f} {values['p50_ms']:8.1f}"
         )
-    return figures
+    return figures, runs
+
+
+def rounds_range(values: list[float], unit: str) -> str:
+    """How far single rounds went from the median: their lowest and highest figure."""
+    return f"single rounds {min(values):.2f}{unit} to {max(values):.2f}{unit}" if len(values) > 1 else ""
+
+
+def per_round(runs: dict[str, list[Figures]], name: str) -> list[float]:
+    """ragmatrix's figure over the bare client's, round by round (the two ran side by side)."""
+    pairs = zip(runs["ragmatrix"], runs["bare client"], strict=True)
+    return [getattr(ours, name) / getattr(bare, name) for ours, bare in pairs]
 
 
 # pytest collecting an empty folder with the environment's plugins, then the HTTP parser of
@@ -211,8 +222,8 @@ def floor(repeat: int) -> tuple[float, str, float | None]:
     return statistics.median(spent), plugins, statistics.median(anyio) if anyio else None
 
 
-def verdict(value: float, goal: float) -> str:
-    return f"goal: at most {goal:g}x, {'met' if value <= goal else 'NOT met'}"
+def verdict(value: float, goal: float, spread: str = "") -> str:
+    return f"goal: at most {goal:g}x, {'met' if value <= goal else 'NOT met'}" + (f"; {spread}" if spread else "")
 
 
 def main() -> None:
@@ -227,15 +238,20 @@ def main() -> None:
     PARSE_DATA_FILES = options.parse_data_files
     sizes = [int(size) for size in options.sizes.split(",")]
     print(f"{CONNECTIONS} connections, medians of {options.repeat} alternated runs, load average {load_average()}")
-    results = {size: compare(size, options.repeat) for size in sizes}
-    print("\ngoals (ragmatrix / bare client, measured in this run):")
+    compared = {size: compare(size, options.repeat) for size in sizes}
+    results = {size: figures for size, (figures, _) in compared.items()}
+    rounds = {size: runs for size, (_, runs) in compared.items()}
+    print("\ngoals (ragmatrix / bare client, measured in this run; medians, and beside them the range of")
+    print("single rounds, each the two tools' runs side by side):")
     wall_goals = {96: 1.5, 960: 2.0}
     for size, figures in results.items():
         ours, bare = figures["ragmatrix"], figures["bare client"]
         wall = ours["wall_s"] / bare["wall_s"]
-        print(f"  whole process, {size} prompts: {wall:.2f}x ({verdict(wall, wall_goals[size])})")
+        spread = rounds_range(per_round(rounds[size], "wall_s"), "x")
+        print(f"  whole process, {size} prompts: {wall:.2f}x ({verdict(wall, wall_goals[size], spread)})")
         before = ours["first_request_cpu_s"] / bare["first_request_cpu_s"]
-        print(f"  CPU before the first request, {size} prompts: {before:.2f}x ({verdict(before, 2.0)})")
+        spread = rounds_range(per_round(rounds[size], "first_request_cpu_s"), "x")
+        print(f"  CPU before the first request, {size} prompts: {before:.2f}x ({verdict(before, 2.0, spread)})")
         p50 = ours["p50_ms"] / bare["p50_ms"]
         print(f"  reported p50 latency, {size} prompts: {p50:.3f}x ({verdict(p50, 1.10)})")
     least, plugins, anyio = floor(options.repeat)
@@ -259,7 +275,12 @@ def main() -> None:
         extra = large - small
         for name in ("ragmatrix", "bare client"):
             per_item = 1000 * (results[large][name]["cpu_s"] - results[small][name]["cpu_s"]) / extra
-            goal = " (goal: at most 1 ms, " + ("met)" if per_item <= 1.0 else "NOT met)") if name == "ragmatrix" else ""
+            # each round's run at the larger size less the same round's at the smaller
+            pairs = zip(rounds[small][name], rounds[large][name], strict=True)
+            spread = rounds_range([1000 * (b.cpu_s - a.cpu_s) / extra for a, b in pairs], " ms")
+            parts = [f"goal: at most 1 ms, {'met' if per_item <= 1.0 else 'NOT met'}"] if name == "ragmatrix" else []
+            parts += [spread] if spread else []
+            goal = f" ({'; '.join(parts)})" if parts else ""
             print(f"  marginal CPU per item, {name}: {per_item:.2f} ms{goal}")
     print(f"load average {load_average()} at the end")
 
