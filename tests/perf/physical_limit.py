@@ -22,6 +22,10 @@ parsed copies (`.benchmark_cache/documents/`) stay, as between two runs on a use
 - reported latency: the p50 of ragmatrix's cost figures (from send to the full answer) against
   the bare client's own p50 on the same server (goal: within 10 %).
 
+Beside each median ratio, and beside each marginal, the lowest and highest single round are
+printed (a round runs the two tools side by side; a round's marginal is its run at 960 prompts
+less its run at 96): how far one run on this machine moves from the median.
+
 Beside the goal on the CPU before the first request, the floor under it is measured in the same
 run: what pytest itself costs to start and collect an empty folder with this environment's
 plugins (ragmatrix's entry point among them), plus the import of httptools, the HTTP parser
