@@ -479,3 +479,33 @@ def test_a_run_whose_yaml_files_are_unchanged_since_the_last_does_not_import_a_y
     models.write_text(models.read_text() + "\n# edited\n")
     bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider", "--run-all").assert_outcomes(passed=ALL_ITEMS)
     assert (bench.path / "yaml_imported.json").read_text().splitlines() == ["true", "false", "true"]
+
+
+OTHERS_READ = """
+import json
+from ragmatrix.plugin.session import get_state
+
+def pytest_collection_finish(session):
+    store = get_state(session.config).store
+    read = {family: store.as_last_read(family) is not None for family in ("rag_interpretation", "zelo_battles")}
+    with open("read_at_collection.json", "w") as handle:
+        json.dump(read, handle)
+"""
+
+
+def test_a_run_reads_the_results_of_the_families_it_collects_and_no_others_before_its_items(bench):
+    """Whether an item's result is stored is answered from its own family's rows: the rows of a
+    family the run does not collect (here a battle's, with the RAG module alone) are not parsed
+    before the first request; compaction reads them at the end, and keeps them."""
+    bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider").assert_outcomes(passed=ALL_ITEMS)
+    results = bench.path / "benchmark" / "results"
+    rag = (results / "rag_interpretation.jsonl").read_text().splitlines()
+    battle = {**json.loads(rag[0]), "family": "zelo_battles", "test": "test_battle", "key": "other"}
+    (results / "zelo_battles.jsonl").write_text(json.dumps(battle, sort_keys=True) + "\n")
+    write(bench.path / "conftest.py", OTHERS_READ)
+    assert_outcomes(bench.runpytest_subprocess("benchmark", "-p", "no:cacheprovider"), cached=ALL_ITEMS)
+    assert json.loads((bench.path / "read_at_collection.json").read_text()) == {
+        "rag_interpretation": True,
+        "zelo_battles": False,
+    }
+    assert (results / "zelo_battles.jsonl").read_text() == json.dumps(battle, sort_keys=True) + "\n"

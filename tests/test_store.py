@@ -231,3 +231,13 @@ def test_loaded_rows_hold_what_they_share_once_and_write_back_as_they_were(tmp_p
     assert loaded[5].__pydantic_fields_set__ is not alike[0].__pydantic_fields_set__
     assert all(r.iterations[0].__pydantic_fields_set__ is alike[0].iterations[0].__pydantic_fields_set__ for r in alike)
     assert all(r.provenance is alike[0].provenance and r.usage is alike[0].usage for r in alike)
+
+
+def test_one_familys_completed_results_are_read_from_its_file_alone(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append("fam", row("a", 1, key="mine"))
+    store.append("other", row("b", 1, key="theirs"))
+    reader = ResultStore(tmp_path)
+    assert reader.completed("fam") == {("m", "mine")}
+    assert reader.as_last_read("other") is None
+    assert reader.completed() == {("m", "mine"), ("m", "theirs")}

@@ -172,12 +172,12 @@ class ResultStore:
     def load_all(self) -> dict[str, Loaded]:
         return {family: self.load(family) for family in self.families()}
 
-    def completed(self) -> set[tuple[str, str]]:
-        """(model id, key) of every row that holds a result. Error rows are not results, so they
-        rerun. The model id is part of it because rows belong to a models.yaml id: a second id
-        with the same settings computes its own rows."""
+    def completed(self, family: str | None = None) -> set[tuple[str, str]]:
+        """(model id, key) of every row that holds a result, of one family or of all. Error rows
+        are not results, so they rerun. The model id is part of it because rows belong to a
+        models.yaml id: a second id with the same settings computes its own rows."""
         done: set[tuple[str, str]] = set()
-        for loaded in self.load_all().values():
+        for loaded in self.load_all().values() if family is None else [self.load(family)]:
             done.update((row.model, row.key) for row in loaded.rows if row.ok)
         return done
 
