@@ -8,12 +8,14 @@ on both.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 
 import pytest
 from project import server_spec
 
 from ragmatrix.foundations.cache import SqliteCache
+from ragmatrix.foundations.context import new_loop
 from ragmatrix.models import aio, client
 from ragmatrix.models.chat import LLM, MAX_ANSWER_CHARS
 from ragmatrix.models.client import ModelError, Throttle
@@ -337,6 +339,28 @@ def test_an_attempt_cancelled_from_outside_is_cancelled_not_timed_out():
 
     asyncio.run(main())
     assert ends == ["stopped"]
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "the run's"])
+def test_an_answer_that_came_while_the_loop_was_held_past_the_timeout_stands(loop):
+    """A process stopped (Ctrl-Z) or starved past an attempt's timeout: the answer that came
+    meanwhile is read, not cut off by the timer that runs late beside it (asyncio's loop runs
+    the reading first and the timer after, uvloop's the timer first)."""
+    ours, theirs = socket.socketpair()
+
+    async def main() -> bytes:
+        loop = asyncio.get_running_loop()
+        ours.setblocking(False)
+
+        def answered_then_held() -> None:
+            theirs.send(b"yes")
+            time.sleep(1.5)  # the loop cannot run: the timer is due meanwhile, the answer waits
+
+        loop.call_soon(answered_then_held)
+        return await client.bounded(loop.sock_recv(ours, 16), timeout=0.5, longest=10.0)
+
+    with ours, theirs, asyncio.Runner(loop_factory=None if loop == "asyncio" else new_loop) as runner:
+        assert runner.run(main()) == b"yes"
 
 
 def test_an_attempt_with_no_time_at_all_is_never_sent():

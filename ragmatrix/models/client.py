@@ -499,6 +499,12 @@ async def call(
             await asyncio.sleep(backoff(max(retried, 1), failure.retry_after, policy))
 
 
+# A limit's check that runs this many seconds after it was due finds the loop held (a starved
+# process, one stopped with Ctrl-Z): it looks again this much later, once what arrived is read.
+LATE_CHECK = 0.25
+LATE_CHECK_GRACE = 0.05
+
+
 def longest_wait(timeout: float, concurrency: int) -> float:
     """The longest an attempt waits while the server answers the model's other requests: its
     own timeout behind a queue of the model's other requests, each answered within one."""
@@ -534,11 +540,19 @@ async def bounded(
     verdict: list[TimeoutError] = []
     said_slow = False
     timer: asyncio.TimerHandle | None = None
+    due = began  # when the next check was meant to run
 
     def check() -> None:
         """At each moment a limit may pass: stop the request, or look again at the next one."""
-        nonlocal said_slow, timer
+        nonlocal said_slow, timer, due
         now = time.monotonic()
+        if now - due > LATE_CHECK:
+            # The loop could not run for a while (a starved or stopped process): answers that
+            # came meanwhile wait unread, and would lose to this check. Look again once the loop
+            # has read them.
+            due = now + LATE_CHECK_GRACE
+            timer = loop.call_later(LATE_CHECK_GRACE, check)
+            return
         quiet_from = max(began, heard()) if heard is not None else began
         if now >= quiet_from + timeout:
             verdict.append(TimeoutError(f"timed out after {timeout:g} s"))
@@ -557,7 +571,8 @@ async def bounded(
             wake = min(quiet_from + timeout, began + longest)
             if not said_slow:
                 wake = min(wake, began + timeout)
-            timer = loop.call_later(max(wake - now, 0.0), check)
+            due = max(wake, now)
+            timer = loop.call_later(due - now, check)
             return
         if timer is not None:  # the request is under way: cancelled where it waits
             task.cancel()
