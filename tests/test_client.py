@@ -363,6 +363,29 @@ def test_an_answer_that_came_while_the_loop_was_held_past_the_timeout_stands(loo
         assert runner.run(main()) == b"yes"
 
 
+@pytest.mark.parametrize("loop", ["asyncio", "the run's"])
+def test_an_answer_that_came_while_the_loop_was_held_again_in_its_second_look_stands(loop):
+    """Held past the timeout, then held again briefly just after the late check (a machine
+    that keeps stalling): the second look is late too, so it waits again instead of judging
+    before the answer that came meanwhile is read."""
+    ours, theirs = socket.socketpair()
+
+    async def main() -> bytes:
+        loop = asyncio.get_running_loop()
+        ours.setblocking(False)
+
+        def answered_then_held_again() -> None:  # due just after the first (late) check
+            theirs.send(b"yes")
+            time.sleep(0.15)
+
+        loop.call_soon(time.sleep, 1.5)  # past the timeout, nothing came yet
+        loop.call_later(0.55, answered_then_held_again)
+        return await client.bounded(loop.sock_recv(ours, 16), timeout=0.5, longest=10.0)
+
+    with ours, theirs, asyncio.Runner(loop_factory=None if loop == "asyncio" else new_loop) as runner:
+        assert runner.run(main()) == b"yes"
+
+
 def test_an_attempt_with_no_time_at_all_is_never_sent():
     sent: list[bool] = []
 

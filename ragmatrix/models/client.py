@@ -500,7 +500,8 @@ async def call(
 
 
 # A limit's check that runs this many seconds after it was due finds the loop held (a starved
-# process, one stopped with Ctrl-Z): it looks again this much later, once what arrived is read.
+# process, one stopped with Ctrl-Z): it looks again this much later, once what arrived is read,
+# and again while each look comes more than that late (the loop is held still).
 LATE_CHECK = 0.25
 LATE_CHECK_GRACE = 0.05
 
@@ -527,7 +528,8 @@ async def bounded(
     """`request`'s result. It ends in `TimeoutError` once `timeout` seconds pass in which the
     server answered nothing (`heard()`: the time of its last answer to any request of the
     model), and in `BusyServer` after `longest` seconds in all. `slowed()` is called once when
-    the request passes its timeout while the server answers others.
+    the request passes its timeout while the server answers others. A check that runs late
+    because the loop could not run (`LATE_CHECK`) first lets the loop read what arrived.
 
     The request runs in the caller's own task, watched by one timer that cancels it when a
     limit passes (as `asyncio.timeout` does): no task and no waiter per request, which were
@@ -541,18 +543,21 @@ async def bounded(
     said_slow = False
     timer: asyncio.TimerHandle | None = None
     due = began  # when the next check was meant to run
+    held = False  # the last check found the loop held
 
     def check() -> None:
         """At each moment a limit may pass: stop the request, or look again at the next one."""
-        nonlocal said_slow, timer, due
+        nonlocal said_slow, timer, due, held
         now = time.monotonic()
-        if now - due > LATE_CHECK:
+        if now - due > (LATE_CHECK_GRACE if held else LATE_CHECK):
             # The loop could not run for a while (a starved or stopped process): answers that
             # came meanwhile wait unread, and would lose to this check. Look again once the loop
             # has read them.
+            held = True
             due = now + LATE_CHECK_GRACE
             timer = loop.call_later(LATE_CHECK_GRACE, check)
             return
+        held = False
         quiet_from = max(began, heard()) if heard is not None else began
         if now >= quiet_from + timeout:
             verdict.append(TimeoutError(f"timed out after {timeout:g} s"))
