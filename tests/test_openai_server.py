@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import select
+import socket
 import subprocess
 import sys
 import threading
@@ -285,6 +287,40 @@ def test_max_concurrency_with_latency() -> None:
         assert srv.count() == 4
         assert srv.max_concurrency == 4
         assert time.monotonic() - start >= 0.3  # the latency was waited
+
+
+def _listen_overflows() -> int | None:
+    """The kernel's count of connections a listening socket's full queue turned away (Linux's
+    `TcpExt: ListenOverflows`), or None where it is not exposed."""
+    try:
+        lines = Path("/proc/net/netstat").read_text().splitlines()
+    except OSError:
+        return None
+    for names, values in zip(lines[::2], lines[1::2], strict=False):
+        if names.startswith("TcpExt:"):
+            counters = dict(zip(names.split()[1:], values.split()[1:], strict=False))
+            return int(counters["ListenOverflows"]) if "ListenOverflows" in counters else None
+    return None
+
+
+@pytest.mark.skipif(_listen_overflows() is None, reason="the kernel's listen-queue counters are Linux's")
+def test_a_burst_of_connections_all_wait_in_the_listening_queue() -> None:
+    # 64 clients connecting at once, faster than the server accepts them: each must be queued.
+    # With socketserver's queue of 5, the kernel dropped the rest and each client tried again
+    # a second later, so a 16-connection client started a second late on some of its slots.
+    with OpenAIServer() as srv:
+        before = _listen_overflows()
+        clients = [socket.socket() for _ in range(64)]
+        try:
+            for client in clients:
+                client.setblocking(False)
+                client.connect_ex((srv.host, srv.port))
+            for client in clients:  # each handshake done, or refused and left to retry
+                select.select([], [client], [], 5)
+            assert _listen_overflows() == before
+        finally:
+            for client in clients:
+                client.close()
 
 
 def test_cli_prints_base_url_and_serves() -> None:

@@ -258,6 +258,10 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     allow_reuse_address = True
+    # Connections the kernel queues until they are accepted, as a real server's (uvicorn's
+    # 2048): socketserver's 5 turned the rest of a burst away, and a client opening 16 at once
+    # had some of them join a second later, when the kernel tried them again.
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], owner: OpenAIServer) -> None:
         self.owner = owner
