@@ -1,13 +1,17 @@
 """Before a run, each server a model of the matrix is reached at is asked whether anything answers
 HTTP there (`probe_server`): a model whose server is down is left out with one line, not failed
-item by item. A plain `http://` server is asked over a socket, as the package's own connections
-reach it; through a proxy the environment names, urllib finds the way."""
+item by item. A server is asked over a socket, as the package's own connections reach it (over
+TLS, trusting what they trust, for `https://`); through a proxy the environment names, urllib
+finds the way."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -17,7 +21,7 @@ from collections.abc import Iterator
 import pytest
 from project import closed_port, models_yaml
 
-from ragmatrix.models.http import PROXY_VARIABLES
+from ragmatrix.models.http import PROXY_VARIABLES, ssl_context
 from ragmatrix.models.models_file import load_models, select_models
 from ragmatrix.models.spec import probe_server
 
@@ -49,6 +53,67 @@ def test_a_plain_http_server_is_asked_over_a_socket_with_its_credentials_and_wit
     assert request["path"] == "/v1/models"
     assert request["headers"]["authorization"] == "Basic dXNlcjpwYXNzLXdvcmQ="  # user:pass-word
     assert request["headers"]["host"] == server.base_url.removeprefix("http://").removesuffix("/v1")
+
+
+@pytest.fixture
+def tls_server(tmp_path) -> Iterator[tuple[str, str, list[bytes]]]:
+    """An https server with a certificate of its own for 127.0.0.1 that answers any request with
+    200: its address, the certificate's file and the requests it read."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("needs the openssl command to make a certificate")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "2"]
+        + ["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True,
+        capture_output=True,
+    )
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    heard: list[bytes] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            with contextlib.suppress(OSError), served.wrap_socket(connection, server_side=True) as tls:
+                heard.append(tls.recv(65536))  # a client that refused the certificate sends nothing
+                tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield f"https://127.0.0.1:{listener.getsockname()[1]}/v1", str(cert), heard
+    listener.close()
+
+
+def test_an_https_server_is_asked_over_tls_with_the_certificates_the_connections_trust(tls_server, no_proxy):
+    address, certificate, heard = tls_server
+    probe = [sys.executable, "-c", PROBE_IN_A_FRESH_PROCESS, address]
+    trusted = {**os.environ, "SSL_CERT_FILE": certificate}
+    done = subprocess.run(probe, env=trusted, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"reason": None, "urllib.request": False, "http.client": False}
+    (request,) = heard
+    assert request.startswith(b"GET /v1/models HTTP/1.1\r\n")
+    # certifi's bundle, as the connections would trust without SSL_CERT_FILE, knows no such certificate
+    untrusted = {name: value for name, value in os.environ.items() if name != "SSL_CERT_FILE"}
+    done = subprocess.run(probe, env=untrusted, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    refused = f"server {address} unreachable ([SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"
+    assert json.loads(done.stdout)["reason"].startswith(refused)
+    assert len(heard) == 1  # the refused handshake sent no request
+
+
+def test_the_probe_and_the_connections_share_one_context_per_bundle(monkeypatch, tmp_path):
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    assert ssl_context("https://one.example/v1") is ssl_context("https://two.example:8443/v1")
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "missing.pem"))
+    with pytest.raises(FileNotFoundError):  # a bundle of its own, read afresh
+        ssl_context("https://one.example/v1")
+    assert ssl_context("http://plain.example/v1") is True  # no TLS set up for plain http
 
 
 def test_any_status_counts_as_an_answer(server, no_proxy):
