@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import re
+import shutil
 import socket
+import subprocess
 import textwrap
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from ragmatrix.models.spec import ModelSpec
 
@@ -62,6 +66,22 @@ def closed_port() -> int:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         return int(taken.getsockname()[1])
+
+
+def localhost_certificate(folder: Path) -> tuple[Path, Path]:
+    """A key and a self-signed certificate for 127.0.0.1 in `folder`, made by the openssl command
+    (the test is skipped without it): a TLS server no certificate bundle trusts."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("needs the openssl command to make a certificate")
+    key, cert = folder / "key.pem", folder / "cert.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "2"]
+        + ["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True,
+        capture_output=True,
+    )
+    return key, cert
 
 
 def write(path: Path, text: str) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import socket
 import ssl
 import subprocess
@@ -17,9 +16,10 @@ import sys
 import threading
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from project import closed_port, models_yaml
+from project import closed_port, localhost_certificate, models_yaml
 
 from ragmatrix.models.http import PROXY_VARIABLES, ssl_context
 from ragmatrix.models.models_file import load_models, select_models
@@ -55,36 +55,35 @@ def test_a_plain_http_server_is_asked_over_a_socket_with_its_credentials_and_wit
     assert request["headers"]["host"] == server.base_url.removeprefix("http://").removesuffix("/v1")
 
 
+def _answer_each(listener: socket.socket, answer: list[bytes], heard: list[bytes], tls: Any = None) -> None:
+    """Read each connection's request into `heard` and answer it with the bytes of `answer`
+    (nothing: close), over TLS where a server context is given; a client that refused the
+    certificate sent nothing to read."""
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except OSError:
+            return
+        with (
+            connection,  # closed even where the handshake fails
+            contextlib.suppress(OSError),
+            tls.wrap_socket(connection, server_side=True) if tls else connection as served,
+        ):
+            heard.append(served.recv(65536))
+            served.sendall(b"".join(answer))
+
+
 @pytest.fixture
 def tls_server(tmp_path) -> Iterator[tuple[str, str, list[bytes]]]:
     """An https server with a certificate of its own for 127.0.0.1 that answers any request with
     200: its address, the certificate's file and the requests it read."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("needs the openssl command to make a certificate")
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "2"]
-        + ["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True,
-        capture_output=True,
-    )
+    key, cert = localhost_certificate(tmp_path)
     served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     served.load_cert_chain(cert, key)
     listener = socket.create_server(("127.0.0.1", 0))
     heard: list[bytes] = []
-
-    def serve() -> None:
-        while True:
-            try:
-                connection, _ = listener.accept()
-            except OSError:
-                return
-            with contextlib.suppress(OSError), served.wrap_socket(connection, server_side=True) as tls:
-                heard.append(tls.recv(65536))  # a client that refused the certificate sends nothing
-                tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-
-    threading.Thread(target=serve, daemon=True).start()
+    answer = [b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"]
+    threading.Thread(target=_answer_each, args=(listener, answer, heard, served), daemon=True).start()
     yield f"https://127.0.0.1:{listener.getsockname()[1]}/v1", str(cert), heard
     listener.close()
 
@@ -125,18 +124,7 @@ def answers_with() -> Iterator[tuple[list[bytes], str]]:
     """A server that reads a request and answers with the bytes given (nothing: it closes)."""
     listener = socket.create_server(("127.0.0.1", 0))
     answer: list[bytes] = []
-
-    def serve() -> None:
-        while True:
-            try:
-                connection, _ = listener.accept()
-            except OSError:
-                return
-            with connection:
-                connection.recv(65536)
-                connection.sendall(b"".join(answer))
-
-    threading.Thread(target=serve, daemon=True).start()
+    threading.Thread(target=_answer_each, args=(listener, answer, []), daemon=True).start()
     yield answer, f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
     listener.close()
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import shutil
 import ssl
-import subprocess
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import pytest
+from project import localhost_certificate
 
 from ragmatrix.models import http
 from ragmatrix.models.connections import ConnectionLost, ConnectionPool
@@ -255,16 +254,7 @@ def test_an_informational_answer_is_read_past():
 
 def test_an_https_server_is_asked_over_tls_and_a_certificate_no_one_trusts_is_refused(tmp_path, monkeypatch):
     """The certificates trusted are SSL_CERT_FILE's (else certifi's), as litellm's client trusts."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("needs the openssl command to make a certificate")
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "2"]
-        + ["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True,
-        capture_output=True,
-    )
+    key, cert = localhost_certificate(tmp_path)
     served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     served.load_cert_chain(cert, key)
     for name in http.PROXY_VARIABLES:
